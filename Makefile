@@ -1,0 +1,92 @@
+# Elasti's make targets. `make help` lists them.
+SHELL := /usr/bin/env bash -o pipefail
+.SHELLFLAGS := -ec
+.DEFAULT_GOAL := help
+
+export GOTOOLCHAIN := local
+export GOFLAGS := -buildvcs=false
+
+TOOLS := $(CURDIR)/bin/tools
+CONTROLLER_GEN_VERSION := v0.23.0
+GOLANGCI_LINT_VERSION := v2.15.0
+CONTROLLER_GEN := $(TOOLS)/controller-gen-$(CONTROLLER_GEN_VERSION)
+GOLANGCI_LINT := $(TOOLS)/golangci-lint-$(GOLANGCI_LINT_VERSION)
+
+# The Kubernetes version the tests and the local cluster run; hack/k8s-binaries.sh
+# builds it into a cache outside the repo.
+export K8S_VERSION ?= v1.35.4
+K8S_BIN = $$(hack/k8s-binaries.sh)
+
+# Time each fuzz target runs inside `make test-unit`.
+FUZZTIME ?= 10s
+
+##@ General
+.PHONY: help
+help: ## Show the targets.
+	@awk 'BEGIN {FS = ":.*##"} /^[a-zA-Z_-]+:.*##/ { printf "  %-18s %s\n", $$1, $$2 } /^##@/ { printf "\n%s\n", substr($$0, 5) }' $(MAKEFILE_LIST)
+
+##@ Build
+.PHONY: build
+build: ## Build every binary into bin/.
+	go build -o bin/ ./cmd/...
+
+.PHONY: generate
+generate: $(CONTROLLER_GEN) ## Generate deepcopy code.
+	$(CONTROLLER_GEN) object:headerFile=hack/boilerplate.go.txt paths=./api/...
+
+.PHONY: manifests
+manifests: $(CONTROLLER_GEN) ## Generate the CRD and RBAC manifests.
+	$(CONTROLLER_GEN) crd paths=./api/... output:crd:artifacts:config=config/crd/bases
+	@if ls internal/controller/*.go >/dev/null 2>&1; then \
+	  $(CONTROLLER_GEN) rbac:roleName=elasti-operator paths=./internal/controller/... output:rbac:artifacts:config=config/rbac; \
+	fi
+
+.PHONY: k8s-binaries
+k8s-binaries: ## Build (or reuse) etcd and the Kubernetes binaries from the Go module proxy.
+	@hack/k8s-binaries.sh
+
+##@ Verify and test
+.PHONY: verify
+verify: generate manifests $(GOLANGCI_LINT) ## Prove generated files are current; gofmt, vet, lint.
+	@git diff --exit-code -- api config || { echo "generated files are stale: run 'make generate manifests' and commit"; exit 1; }
+	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
+	go vet -tags integration,e2e ./...
+	$(GOLANGCI_LINT) run --build-tags integration,e2e ./...
+
+.PHONY: test
+test: test-unit test-integration test-e2e ## Run every test tier: unit, integration (envtest), end-to-end.
+
+.PHONY: test-unit
+test-unit: ## Unit tests under the race detector, then each fuzz target for $(FUZZTIME).
+	go test -race -count=1 ./...
+	@hack/fuzz.sh $(FUZZTIME)
+
+.PHONY: test-integration
+test-integration: ## Integration tests against a real kube-apiserver and etcd (envtest).
+	KUBEBUILDER_ASSETS=$(K8S_BIN) go test -race -count=1 -tags integration -p 1 ./...
+
+.PHONY: test-e2e
+test-e2e: ## End-to-end tests on the local cluster.
+	@hack/test-e2e.sh
+
+##@ Run
+.PHONY: demo
+demo: ## Bring up the local cluster, install Elasti and narrate a scale-to-zero and wake.
+	@hack/demo.sh
+
+.PHONY: bench
+bench: ## Run the benchmarks and write bench/results/latest.md.
+	@hack/bench.sh
+
+$(CONTROLLER_GEN):
+	@mkdir -p $(TOOLS)
+	GOBIN=$(TOOLS) go install sigs.k8s.io/controller-tools/cmd/controller-gen@$(CONTROLLER_GEN_VERSION)
+	mv $(TOOLS)/controller-gen $@
+
+$(GOLANGCI_LINT):
+	@mkdir -p $(TOOLS)
+	GOBIN=$(TOOLS) go install github.com/golangci/golangci-lint/v2/cmd/golangci-lint@$(GOLANGCI_LINT_VERSION)
+	mv $(TOOLS)/golangci-lint $@
+
+# Components add their own targets (the local cluster, images) in hack/*.mk.
+-include hack/*.mk

@@ -1,0 +1,252 @@
+package v1alpha1
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// ElastiService puts an existing workload and its Service under scale-to-zero.
+//
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:shortName=esvc,categories=elasti
+// +kubebuilder:printcolumn:name="Service",type=string,JSONPath=`.spec.service`
+// +kubebuilder:printcolumn:name="Target",type=string,JSONPath=`.spec.scaleTargetRef.name`
+// +kubebuilder:printcolumn:name="Mode",type=string,JSONPath=`.status.mode`
+// +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
+// +kubebuilder:printcolumn:name="Kind",type=string,JSONPath=`.spec.scaleTargetRef.kind`,priority=1
+// +kubebuilder:printcolumn:name="Min",type=integer,JSONPath=`.spec.minTargetReplicas`,priority=1
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+type ElastiService struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	// +required
+	Spec   ElastiServiceSpec   `json:"spec"`
+	Status ElastiServiceStatus `json:"status,omitempty"`
+}
+
+// ElastiServiceList is a list of ElastiService.
+//
+// +kubebuilder:object:root=true
+type ElastiServiceList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []ElastiService `json:"items"`
+}
+
+// ElastiServiceSpec says which Service and workload to manage and when the
+// workload may sleep. Field names follow KubeElasti's, so a manifest migrates by
+// changing its apiVersion.
+type ElastiServiceSpec struct {
+	// Service is the name of the existing Service, in the same namespace, that
+	// clients call.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=63
+	// +kubebuilder:validation:XValidation:rule="self.matches('^[a-z]([-a-z0-9]*[a-z0-9])?$')",message="service must be the name of a Service: lower-case letters, digits and '-', starting with a letter"
+	Service string `json:"service"`
+
+	// ScaleTargetRef names the workload to scale. It must have a /scale
+	// subresource: a Deployment, StatefulSet, ReplicaSet, Argo Rollout or any
+	// scalable custom resource.
+	// +required
+	ScaleTargetRef ScaleTargetRef `json:"scaleTargetRef"`
+
+	// MinTargetReplicas is the replica count a wake scales the target to.
+	// +optional
+	// +kubebuilder:default=1
+	// +kubebuilder:validation:Minimum=1
+	MinTargetReplicas int32 `json:"minTargetReplicas,omitempty"`
+
+	// CooldownPeriod is how many seconds the target stays up after it woke
+	// before it may be scaled to zero, and how long the triggers must have
+	// reported idle.
+	// +optional
+	// +kubebuilder:default=900
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=2592000
+	CooldownPeriod int32 `json:"cooldownPeriod,omitempty"`
+
+	// Triggers decide when the target is idle. All of them must report idle
+	// before it is scaled to zero. Without triggers the target never sleeps on
+	// its own.
+	// +optional
+	// +kubebuilder:validation:MaxItems=16
+	// +listType=atomic
+	Triggers []ScaleTrigger `json:"triggers,omitempty"`
+
+	// Autoscaler names an HPA or KEDA ScaledObject that also scales the
+	// target. A KEDA ScaledObject is paused while the target is at zero.
+	// +optional
+	Autoscaler *AutoscalerRef `json:"autoscaler,omitempty"`
+
+	// EnabledPeriod limits scaling to zero to a recurring window. Outside it
+	// the target stays up.
+	// +optional
+	EnabledPeriod *EnabledPeriod `json:"enabledPeriod,omitempty"`
+
+	// Proxy tunes how the resolver holds traffic while the target is at zero.
+	// +optional
+	Proxy *ProxySpec `json:"proxy,omitempty"`
+}
+
+// ScaleTargetRef names a resource with a /scale subresource in the
+// ElastiService's namespace.
+//
+// +kubebuilder:validation:XValidation:rule="self.apiVersion != 'v1' || self.kind == 'ReplicationController'",messageExpression="'scaleTargetRef: kind ' + self.kind + ' of apiVersion v1 has no /scale subresource; core v1 only scales ReplicationController'"
+// +kubebuilder:validation:XValidation:rule="!self.apiVersion.startsWith('apps/') || (self.apiVersion == 'apps/v1' && self.kind in ['Deployment', 'StatefulSet', 'ReplicaSet'])",messageExpression="'scaleTargetRef: ' + self.apiVersion + ' ' + self.kind + ' is not scalable; use apps/v1 with kind Deployment, StatefulSet or ReplicaSet'"
+// +kubebuilder:validation:XValidation:rule="!self.apiVersion.startsWith('argoproj.io/') || (self.apiVersion == 'argoproj.io/v1alpha1' && self.kind == 'Rollout')",messageExpression="'scaleTargetRef: ' + self.apiVersion + ' ' + self.kind + ' is not scalable; use argoproj.io/v1alpha1 with kind Rollout'"
+// +kubebuilder:validation:XValidation:rule="self.apiVersion == 'v1' || self.apiVersion.startsWith('apps/') || self.apiVersion.split('/')[0].contains('.')",messageExpression="'scaleTargetRef: apiVersion ' + self.apiVersion + ' names a built-in group without scalable kinds; use apps/v1, v1 (ReplicationController) or the group of a scalable custom resource'"
+// +kubebuilder:validation:XValidation:rule="!self.apiVersion.split('/')[0].endsWith('.k8s.io')",messageExpression="'scaleTargetRef: apiVersion ' + self.apiVersion + ' is a built-in Kubernetes group without scalable kinds'"
+type ScaleTargetRef struct {
+	// APIVersion of the target, e.g. apps/v1 or argoproj.io/v1alpha1.
+	// +required
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:XValidation:rule="self.matches('^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\\\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?v[0-9]+((alpha|beta)[0-9]+)?$')",message="apiVersion must look like v1, apps/v1 or group.example.com/v1alpha1"
+	APIVersion string `json:"apiVersion"`
+
+	// Kind of the target, e.g. Deployment.
+	// +required
+	// +kubebuilder:validation:MaxLength=63
+	// +kubebuilder:validation:XValidation:rule="self.matches('^[A-Z][A-Za-z0-9]*$')",message="kind must be a Kubernetes kind such as Deployment: a capital letter followed by letters and digits"
+	Kind string `json:"kind"`
+
+	// Name of the target in the ElastiService's namespace.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	Name string `json:"name"`
+}
+
+// TriggerType names a kind of trigger.
+// +kubebuilder:validation:Enum=prometheus
+type TriggerType string
+
+// TriggerTypePrometheus evaluates a PromQL query against a threshold.
+const TriggerTypePrometheus TriggerType = "prometheus"
+
+// ScaleTrigger reports whether the target is idle.
+//
+// +kubebuilder:validation:XValidation:rule="self.type != 'prometheus' || (has(self.metadata) && has(self.metadata.query) && self.metadata.query != '')",message="a prometheus trigger needs metadata.query"
+type ScaleTrigger struct {
+	// Type of the trigger. Only prometheus is supported today.
+	// +required
+	Type TriggerType `json:"type"`
+
+	// Metadata configures the trigger.
+	// +optional
+	Metadata TriggerMetadata `json:"metadata,omitempty"`
+}
+
+// TriggerMetadata configures a trigger. The keys are KubeElasti's.
+type TriggerMetadata struct {
+	// ServerAddress is the Prometheus base URL. It defaults to the
+	// operator's --prometheus-address.
+	// +optional
+	// +kubebuilder:validation:MaxLength=2048
+	// +kubebuilder:validation:XValidation:rule="self.matches('^https?://[^\\\\s/?#]+([/?#][^\\\\s]*)?$')",message="serverAddress must be an http:// or https:// URL"
+	ServerAddress string `json:"serverAddress,omitempty"`
+
+	// Query is a PromQL expression that returns one sample. It should return a
+	// value even when there is no traffic, e.g. by ending in "or vector(0)".
+	// +optional
+	// +kubebuilder:validation:MaxLength=8192
+	Query string `json:"query,omitempty"`
+
+	// Threshold: a query result below it means idle. A number or a numeric
+	// string; admission rejects anything else (see the elasti-trigger-threshold
+	// ValidatingAdmissionPolicy).
+	// +optional
+	// +kubebuilder:validation:Schemaless
+	// +kubebuilder:validation:XPreserveUnknownFields
+	Threshold *Threshold `json:"threshold,omitempty"`
+
+	// UptimeFilter is a label selector, such as container="prometheus", for
+	// Prometheus's own "up" series. The query is trusted only if that series
+	// was 1 for the whole cooldown period.
+	// +optional
+	// +kubebuilder:validation:MaxLength=1024
+	UptimeFilter string `json:"uptimeFilter,omitempty"`
+
+	// Headers are extra HTTP headers sent with every query.
+	// +optional
+	// +kubebuilder:validation:MaxProperties=32
+	Headers map[string]string `json:"headers,omitempty"`
+
+	// AuthSecretRef names a key of a Secret in the ElastiService's namespace
+	// whose value is sent as a bearer token.
+	// +optional
+	AuthSecretRef *SecretKeySelector `json:"authSecretRef,omitempty"`
+}
+
+// SecretKeySelector names one key of a Secret in the same namespace.
+type SecretKeySelector struct {
+	// Name of the Secret.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	Name string `json:"name"`
+	// Key in the Secret's data.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	Key string `json:"key"`
+}
+
+// AutoscalerType names an autoscaler that also scales the target.
+// +kubebuilder:validation:Enum=hpa;keda
+type AutoscalerType string
+
+// Autoscaler types.
+const (
+	AutoscalerHPA  AutoscalerType = "hpa"
+	AutoscalerKEDA AutoscalerType = "keda"
+)
+
+// AutoscalerRef names an HPA or a KEDA ScaledObject in the same namespace.
+type AutoscalerRef struct {
+	// Type is hpa or keda.
+	// +required
+	Type AutoscalerType `json:"type"`
+	// Name of the HorizontalPodAutoscaler or ScaledObject.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	Name string `json:"name"`
+}
+
+// EnabledPeriod is a recurring window, a cron schedule and a duration, inside
+// which the target may be scaled to zero.
+type EnabledPeriod struct {
+	// Schedule is a standard five-field cron expression (minute hour
+	// day-of-month month day-of-week) or a descriptor such as @daily, in UTC.
+	// +required
+	// +kubebuilder:validation:MaxLength=256
+	// +kubebuilder:validation:XValidation:rule="self.matches('^(@(yearly|annually|monthly|weekly|daily|midnight|hourly)|[0-9A-Za-z*/,?-]+( +[0-9A-Za-z*/,?-]+){4})$')",message="schedule must be a five-field cron expression such as \"0 9 * * 1-5\" or a descriptor such as @daily"
+	Schedule string `json:"schedule"`
+
+	// Duration of each window, a Go duration such as 8h or 90m.
+	// +required
+	// +kubebuilder:validation:MaxLength=64
+	// +kubebuilder:validation:XValidation:rule="self.matches('^([0-9]+(\\\\.[0-9]+)?(ns|us|µs|ms|s|m|h))+$')",message="duration must be a Go duration such as 8h, 90m or 1h30m"
+	Duration string `json:"duration"`
+}
+
+// ProxySpec tunes how the resolver holds traffic while the target is at zero.
+type ProxySpec struct {
+	// HoldTimeout is the longest a request or connection is held, a Go
+	// duration. After it HTTP gets 504 and TCP is closed. Defaults to the
+	// resolver's --hold-timeout.
+	// +optional
+	// +kubebuilder:validation:MaxLength=64
+	// +kubebuilder:validation:XValidation:rule="self.matches('^([0-9]+(\\\\.[0-9]+)?(ns|us|µs|ms|s|m|h))+$')",message="holdTimeout must be a Go duration such as 30s or 5m"
+	HoldTimeout string `json:"holdTimeout,omitempty"`
+
+	// MaxHeldRequests bounds the requests held per resolver replica for this
+	// service. Beyond it HTTP gets 503 with Retry-After. Defaults to the
+	// resolver's --max-held-requests.
+	// +optional
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=1000000
+	MaxHeldRequests int32 `json:"maxHeldRequests,omitempty"`
+}

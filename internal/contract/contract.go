@@ -1,0 +1,63 @@
+package contract
+
+// ManagedBy is the value of the endpointslice.kubernetes.io/managed-by label
+// on the proxy EndpointSlices the operator writes. The resolver ignores slices
+// with this value when it tracks a Service's own endpoints.
+const ManagedBy = "elasti.dev"
+
+// Labels and annotations.
+const (
+	// LabelManagedBy is the standard EndpointSlice managed-by label key.
+	LabelManagedBy = "endpointslice.kubernetes.io/managed-by"
+	// LabelElastiService names the ElastiService a proxy EndpointSlice
+	// belongs to.
+	LabelElastiService = "elasti.dev/elastiservice"
+	// LabelComponent marks Elasti's own pods: "operator" or "resolver".
+	LabelComponent = "app.kubernetes.io/component"
+	// ComponentResolver is LabelComponent's value on resolver pods.
+	ComponentResolver = "resolver"
+	// ComponentOperator is LabelComponent's value on operator pods.
+	ComponentOperator = "operator"
+
+	// AnnotationWakeNow asks the operator to wake the target now; the
+	// operator removes it once acted on. Any value.
+	AnnotationWakeNow = "elasti.dev/wake-now"
+	// AnnotationKeepAwake, when "true", keeps the target from sleeping.
+	AnnotationKeepAwake = "elasti.dev/keep-awake"
+	// AnnotationKEDAPaused records that the operator paused a KEDA
+	// ScaledObject, so that it unpauses only what it paused.
+	AnnotationKEDAPaused = "elasti.dev/paused-by-elasti"
+)
+
+// Finalizer lets the operator restore the Service and the workload before an
+// ElastiService goes away.
+const Finalizer = "elasti.dev/finalizer"
+
+// Default resolver port range: the resolver pre-opens it and the operator
+// allocates from it.
+const (
+	DefaultPortRangeStart = 20000
+	DefaultPortRangeEnd   = 20999
+)
+
+// Activation API: the resolver asks the operator to wake a target.
+const (
+	// ActivationPath is the operator's activation endpoint. The request is a
+	// POST with an ActivationRequest JSON body and an
+	// "Authorization: Bearer <ServiceAccount token>" header.
+	ActivationPath = "/v1/activate"
+	// DefaultActivationPort is the port of the operator's activation server.
+	DefaultActivationPort = 8013
+)
+
+// ActivationRequest is the body of an activation call.
+type ActivationRequest struct {
+	Namespace     string `json:"namespace"`
+	ElastiService string `json:"elastiService"`
+}
+
+// ActivationResponse is the body of a successful activation call.
+type ActivationResponse struct {
+	// Replicas is the replica count the target was scaled to.
+	Replicas int32 `json:"replicas"`
+}

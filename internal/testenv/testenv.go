@@ -1,0 +1,157 @@
+package testenv
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"time"
+
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+
+	elastiv1alpha1 "elasti.dev/elasti/api/v1alpha1"
+)
+
+// ErrNoAssets means KUBEBUILDER_ASSETS does not point at the binaries; run the
+// tests through `make test-integration`, which builds them.
+var ErrNoAssets = errors.New("KUBEBUILDER_ASSETS is not set: run `make test-integration`, which builds kube-apiserver and etcd with hack/k8s-binaries.sh")
+
+// Env is a running control plane.
+type Env struct {
+	Config *rest.Config
+	Client client.Client
+	Scheme *runtime.Scheme
+	// Version is the kube-apiserver's reported gitVersion.
+	Version string
+	// Root is the module root.
+	Root string
+
+	env *envtest.Environment
+}
+
+// Options adds CRDs beyond Elasti's own.
+type Options struct {
+	// ExtraCRDPaths are files or directories of CRD manifests to install too.
+	ExtraCRDPaths []string
+}
+
+// NewScheme returns a scheme with client-go's types, the apiextensions types
+// and Elasti's.
+func NewScheme() *runtime.Scheme {
+	s := runtime.NewScheme()
+	utilruntime.Must(clientgoscheme.AddToScheme(s))
+	utilruntime.Must(apiextensionsv1.AddToScheme(s))
+	utilruntime.Must(elastiv1alpha1.AddToScheme(s))
+	return s
+}
+
+// Start starts kube-apiserver and etcd and installs Elasti's CRDs and
+// admission policies. Call Stop when done.
+func Start(opts Options) (*Env, error) {
+	assets := os.Getenv("KUBEBUILDER_ASSETS")
+	if assets == "" {
+		return nil, ErrNoAssets
+	}
+	root, err := ModuleRoot()
+	if err != nil {
+		return nil, err
+	}
+	s := NewScheme()
+	env := &envtest.Environment{
+		BinaryAssetsDirectory: assets,
+		CRDDirectoryPaths:     append([]string{filepath.Join(root, "config", "crd", "bases")}, opts.ExtraCRDPaths...),
+		ErrorIfCRDPathMissing: true,
+		Scheme:                s,
+	}
+	cfg, err := env.Start()
+	if err != nil {
+		return nil, fmt.Errorf("start kube-apiserver and etcd from %s: %w", assets, err)
+	}
+	e := &Env{Config: cfg, Scheme: s, Root: root, env: env}
+	if e.Client, err = client.New(cfg, client.Options{Scheme: s}); err != nil {
+		_ = env.Stop()
+		return nil, fmt.Errorf("build client: %w", err)
+	}
+	dc, err := discovery.NewDiscoveryClientForConfig(cfg)
+	if err != nil {
+		_ = env.Stop()
+		return nil, fmt.Errorf("build discovery client: %w", err)
+	}
+	v, err := dc.ServerVersion()
+	if err != nil {
+		_ = env.Stop()
+		return nil, fmt.Errorf("read server version: %w", err)
+	}
+	e.Version = v.GitVersion
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := e.Apply(ctx, filepath.Join(root, "config", "admission", "trigger-threshold.yaml")); err != nil {
+		_ = env.Stop()
+		return nil, err
+	}
+	return e, nil
+}
+
+// Stop stops the control plane.
+func (e *Env) Stop() error { return e.env.Stop() }
+
+// Banner is the line integration test binaries print so their output shows
+// what they ran against.
+func (e *Env) Banner() string {
+	return fmt.Sprintf("integration: real kube-apiserver %s at %s (binaries from %s)", e.Version, e.Config.Host, e.env.BinaryAssetsDirectory)
+}
+
+// Apply creates or updates every object in a multi-document YAML file.
+func (e *Env) Apply(ctx context.Context, path string) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return fmt.Errorf("open %s: %w", path, err)
+	}
+	defer f.Close()
+	dec := utilyaml.NewYAMLOrJSONDecoder(f, 4096)
+	for {
+		u := &unstructured.Unstructured{}
+		if err := dec.Decode(&u.Object); err != nil {
+			if errors.Is(err, io.EOF) {
+				return nil
+			}
+			return fmt.Errorf("decode %s: %w", path, err)
+		}
+		if len(u.Object) == 0 {
+			continue
+		}
+		if err := e.Client.Patch(ctx, u, client.Apply, client.FieldOwner("elasti-testenv"), client.ForceOwnership); err != nil {
+			return fmt.Errorf("apply %s %s from %s: %w", u.GetKind(), u.GetName(), path, err)
+		}
+	}
+}
+
+// ModuleRoot finds the directory holding go.mod, walking up from the working
+// directory.
+func ModuleRoot() (string, error) {
+	dir, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			return dir, nil
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return "", errors.New("go.mod not found above the working directory")
+		}
+		dir = parent
+	}
+}

@@ -1,0 +1,305 @@
+//go:build integration
+
+package integration
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
+
+	elastiv1alpha1 "elasti.dev/elasti/api/v1alpha1"
+)
+
+func TestCRDInstalled(t *testing.T) {
+	ctx := context.Background()
+	crd := &apiextensionsv1.CustomResourceDefinition{}
+	if err := k8s.Get(ctx, types.NamespacedName{Name: "elastiservices.elasti.dev"}, crd); err != nil {
+		t.Fatalf("get CRD: %v", err)
+	}
+	established := false
+	for _, c := range crd.Status.Conditions {
+		if c.Type == apiextensionsv1.Established && c.Status == apiextensionsv1.ConditionTrue {
+			established = true
+		}
+	}
+	if !established {
+		t.Fatalf("CRD is not Established: %+v", crd.Status.Conditions)
+	}
+	var cols []string
+	for _, c := range crd.Spec.Versions[0].AdditionalPrinterColumns {
+		if c.Priority == 0 {
+			cols = append(cols, strings.ToUpper(c.Name))
+		}
+	}
+	if got, want := strings.Join(cols, ","), "SERVICE,TARGET,MODE,READY,AGE"; got != want {
+		t.Errorf("printer columns = %s, want %s", got, want)
+	}
+	if crd.Spec.Versions[0].Subresources == nil || crd.Spec.Versions[0].Subresources.Status == nil {
+		t.Error("status subresource is not enabled")
+	}
+}
+
+const validManifest = `
+apiVersion: elasti.dev/v1alpha1
+kind: ElastiService
+metadata: {name: httpbin, namespace: default}
+spec:
+  service: httpbin
+  scaleTargetRef: {apiVersion: apps/v1, kind: Deployment, name: httpbin}
+  triggers:
+  - type: prometheus
+    metadata:
+      serverAddress: http://prometheus.monitoring:9090
+      query: sum(rate(http_requests_total{service="httpbin"}[1m])) or vector(0)
+      threshold: "0.1"
+      uptimeFilter: container="prometheus"
+  autoscaler: {type: keda, name: httpbin}
+  enabledPeriod: {schedule: "0 9 * * 1-5", duration: 8h}
+  proxy: {holdTimeout: 5m, maxHeldRequests: 1000}
+`
+
+func TestValidElastiServiceIsAcceptedAndDefaulted(t *testing.T) {
+	ctx := context.Background()
+	obj := decode(t, validManifest)
+	obj.SetName("defaults")
+	if err := k8s.Create(ctx, obj); err != nil {
+		t.Fatalf("create valid ElastiService: %v", err)
+	}
+	t.Cleanup(func() { _ = k8s.Delete(ctx, obj) })
+
+	got := &elastiv1alpha1.ElastiService{}
+	if err := k8s.Get(ctx, client.ObjectKeyFromObject(obj), got); err != nil {
+		t.Fatalf("get: %v", err)
+	}
+	if got.Spec.MinTargetReplicas != 1 {
+		t.Errorf("minTargetReplicas defaulted to %d, want 1", got.Spec.MinTargetReplicas)
+	}
+	if got.Spec.CooldownPeriod != 900 {
+		t.Errorf("cooldownPeriod defaulted to %d, want 900", got.Spec.CooldownPeriod)
+	}
+	if th := got.Spec.Triggers[0].Metadata.Threshold; th == nil || *th != "0.1" {
+		t.Errorf("threshold = %v, want 0.1", th)
+	}
+}
+
+// A threshold written as a YAML number must be accepted just like a string.
+func TestNumericThresholdIsAccepted(t *testing.T) {
+	ctx := context.Background()
+	for name, value := range map[string]any{"float": 0.1, "int": int64(2), "string": "1e-3"} {
+		obj := decode(t, validManifest)
+		obj.SetName("threshold-" + name)
+		triggers, _, _ := unstructured.NestedSlice(obj.Object, "spec", "triggers")
+		trig := triggers[0].(map[string]any)
+		trig["metadata"].(map[string]any)["threshold"] = value
+		if err := unstructured.SetNestedSlice(obj.Object, triggers, "spec", "triggers"); err != nil {
+			t.Fatal(err)
+		}
+		if err := k8s.Create(ctx, obj); err != nil {
+			t.Errorf("threshold %v (%s) rejected: %v", value, name, err)
+			continue
+		}
+		got := &elastiv1alpha1.ElastiService{}
+		if err := k8s.Get(ctx, client.ObjectKeyFromObject(obj), got); err != nil {
+			t.Fatalf("get: %v", err)
+		}
+		f, err := got.Spec.Triggers[0].Metadata.Threshold.Float64()
+		if err != nil {
+			t.Errorf("threshold %v read back as %q: %v", value, *got.Spec.Triggers[0].Metadata.Threshold, err)
+		}
+		t.Logf("threshold %v read back as %v", value, f)
+		_ = k8s.Delete(ctx, obj)
+	}
+}
+
+func TestInvalidElastiServicesAreRejected(t *testing.T) {
+	ctx := context.Background()
+	cases := []struct {
+		name string
+		edit func(o map[string]any)
+		// wantField and wantText must both appear in the apiserver's message.
+		wantField, wantText string
+	}{
+		{
+			name:      "unknown kind for apps/v1",
+			edit:      func(o map[string]any) { set(o, "DaemonSet", "spec", "scaleTargetRef", "kind") },
+			wantField: "spec.scaleTargetRef", wantText: "not scalable",
+		},
+		{
+			name:      "built-in group without scalable kinds",
+			edit:      func(o map[string]any) { set(o, "batch/v1", "spec", "scaleTargetRef", "apiVersion"); set(o, "Job", "spec", "scaleTargetRef", "kind") },
+			wantField: "spec.scaleTargetRef", wantText: "built-in group",
+		},
+		{
+			name:      "malformed apiVersion",
+			edit:      func(o map[string]any) { set(o, "Apps/V1", "spec", "scaleTargetRef", "apiVersion") },
+			wantField: "spec.scaleTargetRef.apiVersion", wantText: "apiVersion must look like",
+		},
+		{
+			name:      "core v1 Pod",
+			edit:      func(o map[string]any) { set(o, "v1", "spec", "scaleTargetRef", "apiVersion"); set(o, "Pod", "spec", "scaleTargetRef", "kind") },
+			wantField: "spec.scaleTargetRef", wantText: "no /scale subresource",
+		},
+		{
+			name:      "Rollout under the wrong version",
+			edit:      func(o map[string]any) { set(o, "argoproj.io/v1", "spec", "scaleTargetRef", "apiVersion"); set(o, "Rollout", "spec", "scaleTargetRef", "kind") },
+			wantField: "spec.scaleTargetRef", wantText: "argoproj.io/v1alpha1",
+		},
+		{
+			name:      "minTargetReplicas 0",
+			edit:      func(o map[string]any) { set(o, int64(0), "spec", "minTargetReplicas") },
+			wantField: "spec.minTargetReplicas", wantText: "greater than or equal to 1",
+		},
+		{
+			name:      "cooldownPeriod negative",
+			edit:      func(o map[string]any) { set(o, int64(-5), "spec", "cooldownPeriod") },
+			wantField: "spec.cooldownPeriod", wantText: "greater than or equal to 0",
+		},
+		{
+			name:      "bad enabledPeriod duration",
+			edit:      func(o map[string]any) { set(o, "8 hours", "spec", "enabledPeriod", "duration") },
+			wantField: "spec.enabledPeriod.duration", wantText: "Go duration",
+		},
+		{
+			name:      "bad enabledPeriod schedule",
+			edit:      func(o map[string]any) { set(o, "every monday", "spec", "enabledPeriod", "schedule") },
+			wantField: "spec.enabledPeriod.schedule", wantText: "cron expression",
+		},
+		{
+			name:      "bad holdTimeout",
+			edit:      func(o map[string]any) { set(o, "forever", "spec", "proxy", "holdTimeout") },
+			wantField: "spec.proxy.holdTimeout", wantText: "Go duration",
+		},
+		{
+			name:      "non-numeric threshold",
+			edit:      func(o map[string]any) { setThreshold(o, "low") },
+			wantField: "spec.triggers[].metadata.threshold", wantText: `got "low"`,
+		},
+		{
+			name:      "missing threshold",
+			edit:      func(o map[string]any) { setThreshold(o, nil) },
+			wantField: "spec.triggers[].metadata.threshold", wantText: "no threshold",
+		},
+		{
+			name:      "unknown trigger type",
+			edit:      func(o map[string]any) { trigger(o)["type"] = "cpu" },
+			wantField: "spec.triggers[0].type", wantText: `supported values: "prometheus"`,
+		},
+		{
+			name:      "prometheus trigger without query",
+			edit:      func(o map[string]any) { delete(trigger(o)["metadata"].(map[string]any), "query") },
+			wantField: "spec.triggers[0]", wantText: "needs metadata.query",
+		},
+		{
+			name:      "serverAddress not a URL",
+			edit:      func(o map[string]any) { trigger(o)["metadata"].(map[string]any)["serverAddress"] = "prometheus:9090" },
+			wantField: "spec.triggers[0].metadata.serverAddress", wantText: "http:// or https:// URL",
+		},
+		{
+			name:      "missing service",
+			edit:      func(o map[string]any) { unstructured.RemoveNestedField(o, "spec", "service") },
+			wantField: "spec.service", wantText: "Required value",
+		},
+		{
+			name:      "service not a DNS label",
+			edit:      func(o map[string]any) { set(o, "My_Service", "spec", "service") },
+			wantField: "spec.service", wantText: "name of a Service",
+		},
+		{
+			name:      "missing scaleTargetRef",
+			edit:      func(o map[string]any) { unstructured.RemoveNestedField(o, "spec", "scaleTargetRef") },
+			wantField: "spec.scaleTargetRef", wantText: "Required value",
+		},
+		{
+			name:      "unknown autoscaler type",
+			edit:      func(o map[string]any) { set(o, "vpa", "spec", "autoscaler", "type") },
+			wantField: "spec.autoscaler.type", wantText: `supported values: "hpa", "keda"`,
+		},
+		{
+			name:      "maxHeldRequests 0",
+			edit:      func(o map[string]any) { set(o, int64(0), "spec", "proxy", "maxHeldRequests") },
+			wantField: "spec.proxy.maxHeldRequests", wantText: "greater than or equal to 1",
+		},
+	}
+	for i, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			obj := decode(t, validManifest)
+			obj.SetName("invalid-" + string(rune('a'+i)))
+			tc.edit(obj.Object)
+			err := k8s.Create(ctx, obj)
+			if err == nil {
+				_ = k8s.Delete(ctx, obj)
+				t.Fatalf("apiserver accepted an invalid ElastiService")
+			}
+			if !apierrors.IsInvalid(err) && !apierrors.IsForbidden(err) {
+				t.Fatalf("want an Invalid or Forbidden admission error, got %v", err)
+			}
+			msg := err.Error()
+			if !strings.Contains(msg, tc.wantField) || !strings.Contains(msg, tc.wantText) {
+				t.Fatalf("rejection message does not name %q with %q:\n%s", tc.wantField, tc.wantText, msg)
+			}
+			t.Logf("rejected: %s", msg)
+		})
+	}
+}
+
+// The status subresource keeps spec writers from touching status and the
+// reverse, and status.mode only takes its two values.
+func TestStatusSubresource(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	obj := decode(t, validManifest)
+	obj.SetName("status")
+	if err := k8s.Create(ctx, obj); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = k8s.Delete(ctx, obj) })
+	es := &elastiv1alpha1.ElastiService{}
+	if err := k8s.Get(ctx, client.ObjectKeyFromObject(obj), es); err != nil {
+		t.Fatal(err)
+	}
+	es.Status.Mode = elastiv1alpha1.ModeProxy
+	es.Status.ProxyPorts = []elastiv1alpha1.ProxyPort{{Name: "http", Port: 8080, ResolverPort: 20013}}
+	if err := k8s.Status().Update(ctx, es); err != nil {
+		t.Fatalf("status update: %v", err)
+	}
+	es.Status.Mode = "sideways"
+	if err := k8s.Status().Update(ctx, es); err == nil || !strings.Contains(err.Error(), "status.mode") {
+		t.Fatalf("status.mode=sideways: want a rejection naming status.mode, got %v", err)
+	}
+}
+
+func decode(t *testing.T, manifest string) *unstructured.Unstructured {
+	t.Helper()
+	obj := &unstructured.Unstructured{}
+	if err := yaml.Unmarshal([]byte(manifest), &obj.Object); err != nil {
+		t.Fatalf("decode manifest: %v", err)
+	}
+	return obj
+}
+
+func set(o map[string]any, v any, path ...string) {
+	if err := unstructured.SetNestedField(o, v, path...); err != nil {
+		panic(err)
+	}
+}
+
+func trigger(o map[string]any) map[string]any {
+	return o["spec"].(map[string]any)["triggers"].([]any)[0].(map[string]any)
+}
+
+func setThreshold(o map[string]any, v any) {
+	md := trigger(o)["metadata"].(map[string]any)
+	if v == nil {
+		delete(md, "threshold")
+		return
+	}
+	md["threshold"] = v
+}
