@@ -127,7 +127,7 @@ const TriggerTypePrometheus TriggerType = "prometheus"
 
 // ScaleTrigger reports whether the target is idle.
 //
-// +kubebuilder:validation:XValidation:rule="self.type != 'prometheus' || (has(self.metadata) && has(self.metadata.query) && self.metadata.query != '')",message="a prometheus trigger needs metadata.query"
+// +kubebuilder:validation:XValidation:rule="self.type != 'prometheus' || (has(self.metadata) && has(self.metadata.query) && size(self.metadata.query) > 0)",message="a prometheus trigger needs metadata.query"
 type ScaleTrigger struct {
 	// Type of the trigger. Only prometheus is supported today.
 	// +required

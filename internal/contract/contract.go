@@ -27,6 +27,10 @@ const (
 	// AnnotationKEDAPaused records that the operator paused a KEDA
 	// ScaledObject, so that it unpauses only what it paused.
 	AnnotationKEDAPaused = "elasti.dev/paused-by-elasti"
+	// AnnotationScaleTarget is where the operator remembers the scale
+	// target it manages (JSON of the scaleTargetRef), so that a changed
+	// spec.scaleTargetRef restores the old target. Written by the operator.
+	AnnotationScaleTarget = "elasti.dev/managed-scale-target"
 )
 
 // Finalizer lets the operator restore the Service and the workload before an

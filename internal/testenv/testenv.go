@@ -14,8 +14,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/discovery"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
@@ -131,7 +131,7 @@ func (e *Env) Apply(ctx context.Context, path string) error {
 		if len(u.Object) == 0 {
 			continue
 		}
-		if err := e.Client.Patch(ctx, u, client.Apply, client.FieldOwner("elasti-testenv"), client.ForceOwnership); err != nil {
+		if err := e.Client.Apply(ctx, client.ApplyConfigurationFromUnstructured(u), client.FieldOwner("elasti-testenv"), client.ForceOwnership); err != nil {
 			return fmt.Errorf("apply %s %s from %s: %w", u.GetKind(), u.GetName(), path, err)
 		}
 	}

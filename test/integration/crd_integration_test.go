@@ -133,8 +133,11 @@ func TestInvalidElastiServicesAreRejected(t *testing.T) {
 			wantField: "spec.scaleTargetRef", wantText: "not scalable",
 		},
 		{
-			name:      "built-in group without scalable kinds",
-			edit:      func(o map[string]any) { set(o, "batch/v1", "spec", "scaleTargetRef", "apiVersion"); set(o, "Job", "spec", "scaleTargetRef", "kind") },
+			name: "built-in group without scalable kinds",
+			edit: func(o map[string]any) {
+				set(o, "batch/v1", "spec", "scaleTargetRef", "apiVersion")
+				set(o, "Job", "spec", "scaleTargetRef", "kind")
+			},
 			wantField: "spec.scaleTargetRef", wantText: "built-in group",
 		},
 		{
@@ -143,13 +146,19 @@ func TestInvalidElastiServicesAreRejected(t *testing.T) {
 			wantField: "spec.scaleTargetRef.apiVersion", wantText: "apiVersion must look like",
 		},
 		{
-			name:      "core v1 Pod",
-			edit:      func(o map[string]any) { set(o, "v1", "spec", "scaleTargetRef", "apiVersion"); set(o, "Pod", "spec", "scaleTargetRef", "kind") },
+			name: "core v1 Pod",
+			edit: func(o map[string]any) {
+				set(o, "v1", "spec", "scaleTargetRef", "apiVersion")
+				set(o, "Pod", "spec", "scaleTargetRef", "kind")
+			},
 			wantField: "spec.scaleTargetRef", wantText: "no /scale subresource",
 		},
 		{
-			name:      "Rollout under the wrong version",
-			edit:      func(o map[string]any) { set(o, "argoproj.io/v1", "spec", "scaleTargetRef", "apiVersion"); set(o, "Rollout", "spec", "scaleTargetRef", "kind") },
+			name: "Rollout under the wrong version",
+			edit: func(o map[string]any) {
+				set(o, "argoproj.io/v1", "spec", "scaleTargetRef", "apiVersion")
+				set(o, "Rollout", "spec", "scaleTargetRef", "kind")
+			},
 			wantField: "spec.scaleTargetRef", wantText: "argoproj.io/v1alpha1",
 		},
 		{
