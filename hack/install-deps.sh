@@ -6,6 +6,10 @@ set -euo pipefail
 PACKAGES=(
   git make ca-certificates
   prometheus   # real Prometheus for trigger tests (started by the tests)
+  # The local cluster (test/cluster): a container runtime, CNI plugins, and the
+  # tools kube-proxy and the harness call. None of their services is started.
+  containerd runc containernetworking-plugins
+  iptables nftables conntrack iproute2 util-linux
 )
 missing=()
 for p in "${PACKAGES[@]}"; do

@@ -1,0 +1,104 @@
+// Command elasti-cluster runs the local single-node Kubernetes cluster that
+// `make demo` and the end-to-end tests use. See docs/local-cluster.md.
+//
+//	elasti-cluster up|down|status|images|kubeconfig [--k8s-bin-dir DIR]
+//	elasti-cluster snapshot > before.json; elasti-cluster compare before.json
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"elasti.dev/elasti/test/cluster"
+)
+
+func main() {
+	fs := flag.NewFlagSet("elasti-cluster", flag.ExitOnError)
+	binDir := fs.String("k8s-bin-dir", os.Getenv("ELASTI_K8S_BIN"), "directory holding etcd and the Kubernetes binaries (default: the output of hack/k8s-binaries.sh)")
+	fs.Usage = func() {
+		fmt.Fprintln(os.Stderr, "usage: elasti-cluster up|down|status|images|kubeconfig|snapshot [--k8s-bin-dir DIR]\n       elasti-cluster compare SNAPSHOT.json")
+		fs.PrintDefaults()
+	}
+	if len(os.Args) < 2 {
+		fs.Usage()
+		os.Exit(2)
+	}
+	verb := os.Args[1]
+	_ = fs.Parse(os.Args[2:])
+	flag.CommandLine = fs
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, verb, *binDir); err != nil {
+		fmt.Fprintf(os.Stderr, "elasti-cluster %s: %v\n", verb, err)
+		os.Exit(1)
+	}
+}
+
+func logf(format string, args ...any) {
+	fmt.Fprintf(os.Stderr, "%s elasti-cluster: %s\n", time.Now().Format("15:04:05"), fmt.Sprintf(format, args...))
+}
+
+func run(ctx context.Context, verb, binDir string) error {
+	cfg, err := cluster.LocalConfig(binDir)
+	if err != nil {
+		return err
+	}
+	switch verb {
+	case "up":
+		if err := cfg.Up(ctx, logf); err != nil {
+			return fmt.Errorf("%w\nlogs are in %s/logs; `make cluster-down` removes what was created", err, cfg.StateDir)
+		}
+		cfg.PrintUsage(os.Stdout)
+		return nil
+	case "down":
+		return cfg.Down(context.WithoutCancel(ctx), logf)
+	case "status":
+		return cfg.PrintStatus(ctx, os.Stdout)
+	case "images":
+		return cfg.BuildImages(ctx, logf)
+	case "kubeconfig":
+		fmt.Println(cfg.Kubeconfig())
+		return nil
+	case "snapshot":
+		snap, err := cfg.TakeSnapshot()
+		if err != nil {
+			return err
+		}
+		return json.NewEncoder(os.Stdout).Encode(snap)
+	case "compare":
+		return compare(cfg, flag.Arg(0))
+	}
+	return fmt.Errorf("unknown command %q", verb)
+}
+
+// compare fails when the machine differs from the snapshot in file.
+func compare(cfg cluster.Config, file string) error {
+	data, err := os.ReadFile(file)
+	if err != nil {
+		return err
+	}
+	var before cluster.Snapshot
+	if err := json.Unmarshal(data, &before); err != nil {
+		return err
+	}
+	after, err := cfg.TakeSnapshot()
+	if err != nil {
+		return err
+	}
+	if d := before.Diff(after); len(d) > 0 {
+		for _, l := range d {
+			fmt.Println(l)
+		}
+		return errors.New("the machine differs from the snapshot")
+	}
+	fmt.Println("the machine is as the snapshot recorded it")
+	return nil
+}

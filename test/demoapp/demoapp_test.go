@@ -1,0 +1,109 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gorilla/websocket"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/protobuf/types/known/wrapperspb"
+)
+
+func get(t *testing.T, url string) string {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET %s: %s", url, resp.Status)
+	}
+	return string(body)
+}
+
+func TestHTTPCountsRequestsAndEchoesWebSocket(t *testing.T) {
+	srv := httptest.NewServer(newHTTPHandler("pod-a", true))
+	defer srv.Close()
+
+	if body := get(t, srv.URL+"/x"); body != "hello from pod-a: GET /x\n" {
+		t.Errorf("body %q", body)
+	}
+	get(t, srv.URL+"/")
+	if m := get(t, srv.URL+"/metrics"); !strings.Contains(m, `http_requests_total{code="200",method="get"} 2`) {
+		t.Errorf("metrics lack the request count:\n%s", m)
+	}
+
+	conn, _, err := websocket.DefaultDialer.Dial("ws"+strings.TrimPrefix(srv.URL, "http")+"/ws", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	if err := conn.WriteMessage(websocket.TextMessage, []byte("hi")); err != nil {
+		t.Fatal(err)
+	}
+	if _, msg, err := conn.ReadMessage(); err != nil || string(msg) != "hi" {
+		t.Errorf("websocket echo = %q, %v", msg, err)
+	}
+}
+
+func TestTCPEcho(t *testing.T) {
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- serveTCPEcho(ctx, lis) }()
+	conn, err := net.Dial("tcp", lis.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = conn.SetDeadline(time.Now().Add(10 * time.Second))
+	fmt.Fprintln(conn, "ping")
+	if line, err := bufio.NewReader(conn).ReadString('\n'); err != nil || line != "ping\n" {
+		t.Errorf("echo = %q, %v", line, err)
+	}
+	conn.Close()
+	cancel()
+	if err := <-done; err != nil {
+		t.Errorf("serveTCPEcho: %v", err)
+	}
+}
+
+func TestGRPCHealthAndEcho(t *testing.T) {
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := newGRPCServer()
+	go func() { _ = srv.Serve(lis) }()
+	defer srv.Stop()
+
+	conn, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	resp, err := healthpb.NewHealthClient(conn).Check(ctx, &healthpb.HealthCheckRequest{})
+	if err != nil || resp.GetStatus() != healthpb.HealthCheckResponse_SERVING {
+		t.Fatalf("health = %v, %v", resp, err)
+	}
+	var out wrapperspb.StringValue
+	if err := conn.Invoke(ctx, EchoMethod, wrapperspb.String("ping"), &out); err != nil || out.GetValue() != "ping" {
+		t.Errorf("echo = %q, %v", out.GetValue(), err)
+	}
+}

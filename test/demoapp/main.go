@@ -1,0 +1,108 @@
+// Command demoapp is the workload the demo and the end-to-end tests scale to
+// zero and wake. It serves, each on its own port:
+//
+//   - HTTP: "/" answers with the pod's name, "/metrics" exposes the
+//     http_requests_total counter, "/ws" echoes WebSocket messages;
+//   - gRPC over h2c: the standard health service and elasti.demo.Echo/Echo,
+//     which returns the google.protobuf.StringValue it is sent;
+//   - plain TCP: echoes every byte back.
+//
+// -startup-delay (or STARTUP_DELAY) holds every listener closed for a while
+// at start, like an application that is slow to boot.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"golang.org/x/sync/errgroup"
+)
+
+type options struct {
+	httpAddr, grpcAddr, tcpAddr string
+	startupDelay                time.Duration
+	websocket                   bool
+}
+
+func main() {
+	var o options
+	flag.StringVar(&o.httpAddr, "http-addr", envOr("HTTP_ADDR", ":8080"), "HTTP listen address (env HTTP_ADDR)")
+	flag.StringVar(&o.grpcAddr, "grpc-addr", envOr("GRPC_ADDR", ":9090"), "gRPC (h2c) listen address, empty to disable (env GRPC_ADDR)")
+	flag.StringVar(&o.tcpAddr, "tcp-addr", envOr("TCP_ADDR", ":9000"), "TCP echo listen address, empty to disable (env TCP_ADDR)")
+	delay, err := time.ParseDuration(envOr("STARTUP_DELAY", "0s"))
+	if err != nil {
+		slog.Error("bad STARTUP_DELAY", "err", err)
+		os.Exit(2)
+	}
+	flag.DurationVar(&o.startupDelay, "startup-delay", delay, "wait this long before listening (env STARTUP_DELAY)")
+	flag.BoolVar(&o.websocket, "websocket", envOr("WEBSOCKET", "true") == "true", "serve the WebSocket echo at /ws (env WEBSOCKET)")
+	flag.Parse()
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, o); err != nil {
+		slog.Error("demoapp failed", "err", err)
+		os.Exit(1)
+	}
+}
+
+func run(ctx context.Context, o options) error {
+	name, _ := os.Hostname()
+	if o.startupDelay > 0 {
+		slog.Info("delaying start-up", "delay", o.startupDelay)
+		select {
+		case <-time.After(o.startupDelay):
+		case <-ctx.Done():
+			return nil
+		}
+	}
+	g, ctx := errgroup.WithContext(ctx)
+	httpSrv := &http.Server{Addr: o.httpAddr, Handler: newHTTPHandler(name, o.websocket), ReadHeaderTimeout: 10 * time.Second}
+	g.Go(func() error {
+		slog.Info("serving HTTP", "addr", o.httpAddr)
+		if err := httpSrv.ListenAndServe(); !errors.Is(err, http.ErrServerClosed) {
+			return err
+		}
+		return nil
+	})
+	if o.grpcAddr != "" {
+		grpcSrv := newGRPCServer()
+		lis, err := net.Listen("tcp", o.grpcAddr)
+		if err != nil {
+			return err
+		}
+		slog.Info("serving gRPC (h2c)", "addr", o.grpcAddr)
+		g.Go(func() error { return grpcSrv.Serve(lis) })
+		g.Go(func() error { <-ctx.Done(); grpcSrv.GracefulStop(); return nil })
+	}
+	if o.tcpAddr != "" {
+		lis, err := net.Listen("tcp", o.tcpAddr)
+		if err != nil {
+			return err
+		}
+		slog.Info("serving TCP echo", "addr", o.tcpAddr)
+		g.Go(func() error { return serveTCPEcho(ctx, lis) })
+	}
+	g.Go(func() error {
+		<-ctx.Done()
+		shutdownCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+		defer cancel()
+		return httpSrv.Shutdown(shutdownCtx)
+	})
+	return g.Wait()
+}
+
+func envOr(key, def string) string {
+	if v := os.Getenv(key); v != "" {
+		return v
+	}
+	return def
+}
