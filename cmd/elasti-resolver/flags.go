@@ -1,0 +1,66 @@
+package main
+
+import (
+	"flag"
+	"fmt"
+	"time"
+
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+
+	"elasti.dev/elasti/internal/activation"
+	"elasti.dev/elasti/internal/contract"
+	"elasti.dev/elasti/internal/resolver"
+)
+
+// config is everything the flags set.
+type config struct {
+	resolver     resolver.Options
+	adminAddr    string
+	operatorURL  string
+	tokenPath    string
+	drainPeriod  time.Duration
+	drainTimeout time.Duration
+}
+
+// parseFlags reads the command line; every flag is listed in docs/resolver.md.
+func parseFlags(fs *flag.FlagSet, args []string, zapOpts *zap.Options) (config, error) {
+	var c config
+	o := &c.resolver
+	fs.StringVar(&o.ListenAddress, "listen-address", "", "IP address the resolver ports bind to; empty binds all addresses.")
+	fs.IntVar(&o.PortRangeStart, "port-range-start", contract.DefaultPortRangeStart, "First resolver port; must match the operator's --port-range.")
+	fs.IntVar(&o.PortRangeEnd, "port-range-end", contract.DefaultPortRangeEnd, "Last resolver port, inclusive.")
+	fs.StringVar(&c.adminAddr, "admin-bind-address", ":8012", "Address of /healthz, /readyz and /metrics.")
+	fs.DurationVar(&o.UnmappedWait, "unmapped-port-wait", resolver.DefaultUnmappedWait, "How long a connection on a port without a mapping waits for one before it is refused.")
+	fs.DurationVar(&o.HoldTimeout, "hold-timeout", resolver.DefaultHoldTimeout, "Default longest hold of a request or connection (ElastiService spec.proxy.holdTimeout overrides).")
+	fs.IntVar(&o.MaxHeld, "max-held-requests", resolver.DefaultMaxHeld, "Default bound on held requests per ElastiService on this replica (spec.proxy.maxHeldRequests overrides).")
+	fs.DurationVar(&o.RetryAfter, "retry-after", resolver.DefaultRetryAfter, "Retry-After sent with 503 when a hold queue is full.")
+	fs.DurationVar(&o.DialTimeout, "dial-timeout", resolver.DefaultDialTimeout, "Timeout of one TCP connect to a pod.")
+	fs.DurationVar(&o.ReadHeaderTimeout, "read-header-timeout", resolver.DefaultReadHeaderTimeout, "Time a client has to send request headers.")
+	fs.DurationVar(&o.IdleTimeout, "idle-timeout", resolver.DefaultIdleTimeout, "Idle keep-alive timeout of client connections.")
+	fs.IntVar(&o.MaxHeaderBytes, "max-header-bytes", resolver.DefaultMaxHeaderBytes, "Largest request header block accepted.")
+	fs.IntVar(&o.MaxConcurrentStreams, "max-concurrent-streams", resolver.DefaultMaxConcurrentStreams, "HTTP/2 streams per client connection.")
+	fs.StringVar(&c.operatorURL, "operator-url", activation.DefaultClientOperatorURL, "Base URL of the operator's activation server.")
+	fs.StringVar(&c.tokenPath, "token-path", activation.DefaultClientTokenPath, "ServiceAccount token presented to the activation server; read on every call.")
+	fs.DurationVar(&o.ActivationTimeout, "activation-timeout", resolver.DefaultActivationTimeout, "Timeout of one activation call; longer than the operator's --wake-timeout.")
+	fs.DurationVar(&o.ActivationBackoff, "activation-backoff", resolver.DefaultActivationBackoff, "First retry delay after a failed activation call; doubles per failure.")
+	fs.DurationVar(&o.ActivationMaxBackoff, "activation-max-backoff", resolver.DefaultActivationMaxBackoff, "Largest retry delay between failed activation calls.")
+	fs.DurationVar(&o.ActivationRefresh, "activation-refresh", resolver.DefaultActivationRefresh, "Repeat a successful activation this often while requests are still held.")
+	fs.DurationVar(&c.drainPeriod, "drain-period", 15*time.Second, "After SIGTERM: how long new connections are still accepted while readiness is false.")
+	fs.DurationVar(&c.drainTimeout, "drain-timeout", 60*time.Second, "After the drain period: how long held and in-flight work may still finish.")
+	if zapOpts != nil {
+		zapOpts.BindFlags(fs)
+	}
+	if err := fs.Parse(args); err != nil {
+		return c, err
+	}
+	if fs.NArg() > 0 {
+		return c, fmt.Errorf("unexpected arguments: %v", fs.Args())
+	}
+	if o.PortRangeStart < 1 || o.PortRangeEnd > 65535 || o.PortRangeStart > o.PortRangeEnd {
+		return c, fmt.Errorf("--port-range-start %d and --port-range-end %d: want 1 <= start <= end <= 65535", o.PortRangeStart, o.PortRangeEnd)
+	}
+	if c.drainPeriod < 0 || c.drainTimeout < 0 {
+		return c, fmt.Errorf("--drain-period and --drain-timeout must not be negative")
+	}
+	return c, nil
+}

@@ -1,0 +1,69 @@
+package main
+
+import (
+	"flag"
+	"io"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+func TestParseFlags(t *testing.T) {
+	tests := []struct {
+		name    string
+		args    []string
+		wantErr bool
+		check   func(c config) map[string]any
+		want    map[string]any
+	}{
+		{
+			name: "defaults",
+			args: nil,
+			check: func(c config) map[string]any {
+				return map[string]any{
+					"start": c.resolver.PortRangeStart, "end": c.resolver.PortRangeEnd,
+					"admin": c.adminAddr, "operator": c.operatorURL,
+					"hold": c.resolver.HoldTimeout, "max": c.resolver.MaxHeld,
+					"token": c.tokenPath,
+				}
+			},
+			want: map[string]any{
+				"start": 20000, "end": 20999, "admin": ":8012",
+				"operator": "http://elasti-operator.elasti-system.svc:8013",
+				"hold":     5 * time.Minute, "max": 1000,
+				"token": "/var/run/secrets/kubernetes.io/serviceaccount/token",
+			},
+		},
+		{
+			name: "overrides",
+			args: []string{"--port-range-start=30000", "--port-range-end=30009", "--listen-address=127.0.0.1", "--hold-timeout=30s", "--drain-period=1s"},
+			check: func(c config) map[string]any {
+				return map[string]any{
+					"start": c.resolver.PortRangeStart, "end": c.resolver.PortRangeEnd,
+					"listen": c.resolver.ListenAddress, "hold": c.resolver.HoldTimeout, "drain": c.drainPeriod,
+				}
+			},
+			want: map[string]any{"start": 30000, "end": 30009, "listen": "127.0.0.1", "hold": 30 * time.Second, "drain": time.Second},
+		},
+		{name: "inverted range", args: []string{"--port-range-start=30010", "--port-range-end=30000"}, wantErr: true},
+		{name: "stray argument", args: []string{"serve"}, wantErr: true},
+		{name: "negative drain", args: []string{"--drain-timeout=-1s"}, wantErr: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			fs := flag.NewFlagSet("elasti-resolver", flag.ContinueOnError)
+			fs.SetOutput(io.Discard)
+			c, err := parseFlags(fs, tt.args, nil)
+			if (err != nil) != tt.wantErr {
+				t.Fatalf("parseFlags error = %v, wantErr %v", err, tt.wantErr)
+			}
+			if tt.wantErr {
+				return
+			}
+			if diff := cmp.Diff(tt.want, tt.check(c)); diff != "" {
+				t.Errorf("config (-want +got):\n%s", diff)
+			}
+		})
+	}
+}

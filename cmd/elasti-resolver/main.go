@@ -1,0 +1,109 @@
+// Command elasti-resolver is Elasti's data plane. It only wires:
+// flags -> informers -> resolver (whose handler chain is built in
+// internal/resolver/handler.go) -> serve, and drains gracefully on SIGTERM.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"net/http"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/go-logr/logr"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+
+	"elasti.dev/elasti/internal/activation"
+	"elasti.dev/elasti/internal/resolver"
+)
+
+func main() {
+	zapOpts := zap.Options{}
+	cfg, err := parseFlags(flag.CommandLine, os.Args[1:], &zapOpts)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(2)
+	}
+	log := zap.New(zap.UseFlagOptions(&zapOpts))
+	flush := func() {}
+	if dsn := os.Getenv("SENTRY_DSN"); dsn != "" {
+		if log, flush, err = withSentry(log, dsn, os.Getenv("SENTRY_ENVIRONMENT")); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+	}
+	ctrl.SetLogger(log)
+	code := 0
+	if err := run(cfg, log); err != nil {
+		log.Error(err, "elasti-resolver stopped")
+		code = 1
+	}
+	flush()
+	os.Exit(code)
+}
+
+func run(cfg config, log logr.Logger) error {
+	restCfg, err := ctrl.GetConfig()
+	if err != nil {
+		return fmt.Errorf("load Kubernetes client config: %w", err)
+	}
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+
+	informerCtx, stopInformers := context.WithCancel(context.Background())
+	defer stopInformers()
+	ports, endpoints := resolver.NewPortMap(), resolver.NewEndpoints()
+	synced, err := resolver.Watch(informerCtx, restCfg, ports, endpoints, log.WithName("informers"))
+	if err != nil {
+		return err
+	}
+
+	opts := cfg.resolver
+	opts.Activator = activation.NewClient(activation.ClientOptions{
+		OperatorURL: cfg.operatorURL,
+		TokenPath:   cfg.tokenPath,
+		HTTPClient:  &http.Client{Timeout: opts.ActivationTimeout, Transport: &http.Transport{Proxy: nil}},
+	})
+	opts.Synced = synced
+	opts.Log = log.WithName("resolver")
+	opts.Metrics = resolver.NewMetrics(reg)
+	r, err := resolver.New(ports, endpoints, opts)
+	if err != nil {
+		return err
+	}
+	if err := r.Start(); err != nil {
+		return err
+	}
+
+	admin := &http.Server{Addr: cfg.adminAddr, Handler: r.AdminHandler(reg), ReadHeaderTimeout: 5 * time.Second}
+	adminErr := make(chan error, 1)
+	go func() {
+		if err := admin.ListenAndServe(); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			adminErr <- fmt.Errorf("admin server on %s: %w", cfg.adminAddr, err)
+		}
+	}()
+
+	sig, stopSignals := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	defer stopSignals()
+	select {
+	case <-sig.Done():
+	case err := <-adminErr:
+		r.Close()
+		return err
+	}
+	log.Info("signal received, draining", "period", cfg.drainPeriod, "timeout", cfg.drainTimeout)
+	drainCtx, cancel := context.WithTimeout(context.Background(), cfg.drainPeriod+cfg.drainTimeout)
+	defer cancel()
+	r.Drain(drainCtx, cfg.drainPeriod)
+	shutdownCtx, cancelShutdown := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancelShutdown()
+	_ = admin.Shutdown(shutdownCtx)
+	return nil
+}

@@ -1,0 +1,155 @@
+package activation
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"strings"
+	"time"
+
+	"golang.org/x/sync/singleflight"
+
+	"elasti.dev/elasti/internal/contract"
+)
+
+// DefaultClientOperatorURL is where the resolver finds the operator's
+// activation server inside the cluster.
+const DefaultClientOperatorURL = "http://elasti-operator.elasti-system.svc:8013"
+
+// DefaultClientTokenPath is the projected ServiceAccount token of a pod.
+const DefaultClientTokenPath = "/var/run/secrets/kubernetes.io/serviceaccount/token"
+
+// ClientError is an activation call the operator answered with a status other
+// than 200. 401 and 403 mean the resolver's identity was refused, 404 that the
+// ElastiService does not exist.
+type ClientError struct {
+	StatusCode int
+	// Body is the start of the operator's answer, for the log.
+	Body string
+}
+
+func (e *ClientError) Error() string {
+	return fmt.Sprintf("activation answered %d %s: %s", e.StatusCode, http.StatusText(e.StatusCode), e.Body)
+}
+
+// HTTPStatus returns the operator's status code.
+func (e *ClientError) HTTPStatus() int { return e.StatusCode }
+
+// ClientOptions configure a Client.
+type ClientOptions struct {
+	// OperatorURL is the activation server's base URL; ActivationPath is
+	// appended. Default DefaultClientOperatorURL.
+	OperatorURL string
+	// TokenPath is read on every call, because the kubelet rotates the
+	// projected token. Default DefaultClientTokenPath.
+	TokenPath string
+	// HTTPClient is the transport; default a client with a 10s timeout.
+	HTTPClient *http.Client
+}
+
+// Client is the resolver's side of the activation API. Calls for the same
+// ElastiService that overlap share one request to the operator.
+type Client struct {
+	url       string
+	tokenPath string
+	http      *http.Client
+	flight    singleflight.Group
+}
+
+// NewClient returns a Client with opts' defaults filled in.
+func NewClient(opts ClientOptions) *Client {
+	if opts.OperatorURL == "" {
+		opts.OperatorURL = DefaultClientOperatorURL
+	}
+	if opts.TokenPath == "" {
+		opts.TokenPath = DefaultClientTokenPath
+	}
+	if opts.HTTPClient == nil {
+		opts.HTTPClient = &http.Client{Timeout: 10 * time.Second}
+	}
+	return &Client{
+		url:       strings.TrimSuffix(opts.OperatorURL, "/") + contract.ActivationPath,
+		tokenPath: opts.TokenPath,
+		http:      opts.HTTPClient,
+	}
+}
+
+// Activate asks the operator to wake the target of ElastiService
+// namespace/name. Concurrent calls for the same ElastiService are merged into
+// one request; each caller still stops waiting when its own ctx ends.
+func (c *Client) Activate(ctx context.Context, namespace, name string) (*contract.ActivationResponse, error) {
+	key := namespace + "/" + name
+	ch := c.flight.DoChan(key, func() (any, error) {
+		// The shared call must not die with whichever caller came first.
+		timeout := c.http.Timeout
+		if timeout <= 0 {
+			timeout = 30 * time.Second
+		}
+		callCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), timeout)
+		defer cancel()
+		return c.call(callCtx, namespace, name)
+	})
+	select {
+	case res := <-ch:
+		if res.Err != nil {
+			return nil, res.Err
+		}
+		return res.Val.(*contract.ActivationResponse), nil
+	case <-ctx.Done():
+		return nil, fmt.Errorf("activate %s: %w", key, ctx.Err())
+	}
+}
+
+func (c *Client) call(ctx context.Context, namespace, name string) (*contract.ActivationResponse, error) {
+	key := namespace + "/" + name
+	token, err := os.ReadFile(c.tokenPath)
+	if err != nil {
+		return nil, fmt.Errorf("activate %s: read ServiceAccount token: %w", key, err)
+	}
+	body, err := json.Marshal(contract.ActivationRequest{Namespace: namespace, ElastiService: name})
+	if err != nil {
+		return nil, fmt.Errorf("activate %s: encode request: %w", key, err)
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.url, bytes.NewReader(body))
+	if err != nil {
+		return nil, fmt.Errorf("activate %s: build request: %w", key, err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Authorization", "Bearer "+strings.TrimSpace(string(token)))
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("activate %s: %w", key, err)
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+	if err != nil {
+		return nil, fmt.Errorf("activate %s: read answer: %w", key, err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("activate %s: %w", key, &ClientError{StatusCode: resp.StatusCode, Body: truncate(strings.TrimSpace(string(data)), 256)})
+	}
+	var out contract.ActivationResponse
+	if err := json.Unmarshal(data, &out); err != nil {
+		return nil, fmt.Errorf("activate %s: decode answer: %w", key, err)
+	}
+	return &out, nil
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "..."
+}
+
+// IsClientUnauthorized reports whether err is the operator refusing the
+// resolver's identity (401 or 403).
+func IsClientUnauthorized(err error) bool {
+	var ce *ClientError
+	return errors.As(err, &ce) && (ce.StatusCode == http.StatusUnauthorized || ce.StatusCode == http.StatusForbidden)
+}

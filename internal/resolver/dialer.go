@@ -1,0 +1,118 @@
+package resolver
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"time"
+
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/clock"
+)
+
+// ErrNoEndpoint means no ready endpoint accepted a connection before the
+// deadline.
+var ErrNoEndpoint = errors.New("no ready endpoint accepted the connection")
+
+// endpointSource is what the dialer and the hold logic need from Endpoints.
+type endpointSource interface {
+	Candidates(svc types.NamespacedName, portName string) []string
+	Changed(svc types.NamespacedName) <-chan struct{}
+	AnyReady(svc types.NamespacedName) bool
+}
+
+// dialer connects to a ready endpoint of a Target. An endpoint can be listed
+// ready a moment before it accepts connections, or go away between the event
+// and the dial, so a refused dial moves on to the next ready endpoint; when
+// every one refused, the dialer waits for the next endpoint event or a short
+// backoff, whichever comes first, and tries again until the deadline.
+type dialer struct {
+	endpoints endpointSource
+	clock     clock.Clock
+	// dialFunc makes one TCP connection; injected so tests can stand in
+	// for pod networking.
+	dialFunc func(ctx context.Context, network, addr string) (net.Conn, error)
+	// attemptTimeout bounds one TCP connect.
+	attemptTimeout time.Duration
+	retryMin       time.Duration
+	retryMax       time.Duration
+}
+
+// dialPlan travels in the context of an L7 request to the transport's dial
+// function: which Target to reach and until when. The transport detaches
+// dials from request cancellation, so done carries it explicitly.
+type dialPlan struct {
+	target   Target
+	deadline time.Time
+	done     <-chan struct{}
+}
+
+type dialPlanKey struct{}
+
+func withDialPlan(ctx context.Context, p dialPlan) context.Context {
+	return context.WithValue(ctx, dialPlanKey{}, p)
+}
+
+// dialContext is the http.Transport DialContext: it ignores the address,
+// which only names the connection pool, and dials by the plan.
+func (d *dialer) dialContext(ctx context.Context, _, _ string) (net.Conn, error) {
+	p, ok := ctx.Value(dialPlanKey{}).(dialPlan)
+	if !ok {
+		return nil, errors.New("dial without a target: the resolver only dials ready endpoints of mapped Services")
+	}
+	ctx, cancel := context.WithDeadline(ctx, p.deadline)
+	defer cancel()
+	if p.done != nil {
+		go func() {
+			select {
+			case <-p.done:
+				cancel()
+			case <-ctx.Done():
+			}
+		}()
+	}
+	return d.dial(ctx, p.target)
+}
+
+// dial connects to one ready endpoint of t before ctx ends.
+func (d *dialer) dial(ctx context.Context, t Target) (net.Conn, error) {
+	backoff := d.retryMin
+	var lastErr error
+	for {
+		changed := d.endpoints.Changed(t.Service)
+		candidates := d.endpoints.Candidates(t.Service, t.PortName)
+		for _, addr := range candidates {
+			actx, cancel := context.WithTimeout(ctx, d.attemptTimeout)
+			c, err := d.dialFunc(actx, "tcp", addr)
+			cancel()
+			if err == nil {
+				return c, nil
+			}
+			lastErr = err
+			if ctx.Err() != nil {
+				break
+			}
+		}
+		if ctx.Err() != nil {
+			if lastErr == nil {
+				lastErr = ctx.Err()
+			}
+			return nil, fmt.Errorf("dial %s port %q: %w: %w", t.Service, t.PortName, ErrNoEndpoint, lastErr)
+		}
+		if len(candidates) == 0 {
+			// Nothing to try: only an endpoint event can help.
+			select {
+			case <-changed:
+			case <-ctx.Done():
+			}
+			continue
+		}
+		select {
+		case <-changed:
+		case <-d.clock.After(backoff):
+			backoff = min(2*backoff, d.retryMax)
+		case <-ctx.Done():
+		}
+	}
+}

@@ -1,0 +1,246 @@
+package resolver
+
+import (
+	"net"
+	"slices"
+	"strconv"
+	"sync"
+	"sync/atomic"
+
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"elasti.dev/elasti/internal/contract"
+)
+
+// Endpoints tracks the ready endpoints of each Service from the Service's own
+// EndpointSlices, the ones the EndpointSlice controller (or any manager other
+// than Elasti) writes. Elasti's proxy slices point at the resolvers
+// themselves and are ignored.
+//
+// Every change to a Service's slices closes that Service's change channel, so
+// held requests wake on the event instead of polling.
+type Endpoints struct {
+	mu       sync.RWMutex
+	services map[types.NamespacedName]*serviceEndpoints
+	// sliceOwner remembers which Service a slice counted for, so that a
+	// relabelled slice leaves its old Service.
+	sliceOwner map[types.NamespacedName]types.NamespacedName
+}
+
+type serviceEndpoints struct {
+	slices  map[string]sliceEndpoints
+	ready   map[string][]string // Service port name -> sorted "ip:port"
+	changed chan struct{}
+	next    atomic.Uint64
+}
+
+// sliceEndpoints is what one slice contributes: its TCP port numbers by
+// Service port name and its ready, non-terminating addresses.
+type sliceEndpoints struct {
+	ports map[string]int32
+	addrs []string
+}
+
+// NewEndpoints returns an empty tracker.
+func NewEndpoints() *Endpoints {
+	return &Endpoints{
+		services:   map[types.NamespacedName]*serviceEndpoints{},
+		sliceOwner: map[types.NamespacedName]types.NamespacedName{},
+	}
+}
+
+// endpointReady is the resolver's readiness rule: ready must be explicitly
+// true and the endpoint must not be terminating. An absent ready condition
+// counts as not ready, because sending the first request after a wake to a pod
+// that is not listening yet is the failure this proxy exists to avoid.
+func endpointReady(c discoveryv1.EndpointConditions) bool {
+	if c.Ready == nil || !*c.Ready {
+		return false
+	}
+	return c.Terminating == nil || !*c.Terminating
+}
+
+// serviceOf returns the Service a slice belongs to, or false for slices the
+// resolver must not use.
+func serviceOf(s *discoveryv1.EndpointSlice) (types.NamespacedName, bool) {
+	if s.Labels[contract.LabelManagedBy] == contract.ManagedBy {
+		return types.NamespacedName{}, false
+	}
+	name := s.Labels[discoveryv1.LabelServiceName]
+	if name == "" {
+		return types.NamespacedName{}, false
+	}
+	return types.NamespacedName{Namespace: s.Namespace, Name: name}, true
+}
+
+func summarize(s *discoveryv1.EndpointSlice) sliceEndpoints {
+	out := sliceEndpoints{ports: map[string]int32{}}
+	if s.AddressType != discoveryv1.AddressTypeIPv4 && s.AddressType != discoveryv1.AddressTypeIPv6 {
+		return out
+	}
+	for _, p := range s.Ports {
+		if p.Port == nil || (p.Protocol != nil && *p.Protocol != corev1.ProtocolTCP) {
+			continue
+		}
+		name := ""
+		if p.Name != nil {
+			name = *p.Name
+		}
+		out.ports[name] = *p.Port
+	}
+	for _, ep := range s.Endpoints {
+		// Addresses are fungible; the first is the one to use.
+		if len(ep.Addresses) == 0 || !endpointReady(ep.Conditions) {
+			continue
+		}
+		if net.ParseIP(ep.Addresses[0]) == nil {
+			continue
+		}
+		out.addrs = append(out.addrs, ep.Addresses[0])
+	}
+	return out
+}
+
+// Update records a slice after an add or update event.
+func (e *Endpoints) Update(s *discoveryv1.EndpointSlice) {
+	sliceKey := types.NamespacedName{Namespace: s.Namespace, Name: s.Name}
+	svc, ok := serviceOf(s)
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if old, had := e.sliceOwner[sliceKey]; had && (!ok || old != svc) {
+		e.removeLocked(old, s.Name)
+		delete(e.sliceOwner, sliceKey)
+	}
+	if !ok {
+		return
+	}
+	e.sliceOwner[sliceKey] = svc
+	se := e.serviceLocked(svc)
+	se.slices[s.Name] = summarize(s)
+	e.rebuildLocked(svc, se)
+}
+
+// Delete forgets a slice after a delete event.
+func (e *Endpoints) Delete(namespace, name string) {
+	sliceKey := types.NamespacedName{Namespace: namespace, Name: name}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	svc, ok := e.sliceOwner[sliceKey]
+	if !ok {
+		return
+	}
+	delete(e.sliceOwner, sliceKey)
+	e.removeLocked(svc, name)
+}
+
+func (e *Endpoints) removeLocked(svc types.NamespacedName, slice string) {
+	se, ok := e.services[svc]
+	if !ok {
+		return
+	}
+	delete(se.slices, slice)
+	e.rebuildLocked(svc, se)
+}
+
+func (e *Endpoints) serviceLocked(svc types.NamespacedName) *serviceEndpoints {
+	se, ok := e.services[svc]
+	if !ok {
+		se = &serviceEndpoints{slices: map[string]sliceEndpoints{}, changed: make(chan struct{})}
+		e.services[svc] = se
+	}
+	return se
+}
+
+// rebuildLocked recomputes the ready sets and wakes waiters. A Service left
+// with no slices is dropped; its waiters still wake and pick up a fresh entry.
+func (e *Endpoints) rebuildLocked(svc types.NamespacedName, se *serviceEndpoints) {
+	ready := map[string][]string{}
+	for _, sl := range se.slices {
+		for name, port := range sl.ports {
+			for _, ip := range sl.addrs {
+				ready[name] = append(ready[name], net.JoinHostPort(ip, strconv.Itoa(int(port))))
+			}
+		}
+	}
+	for name, addrs := range ready {
+		slices.Sort(addrs)
+		ready[name] = slices.Compact(addrs)
+	}
+	se.ready = ready
+	close(se.changed)
+	se.changed = make(chan struct{})
+	if len(se.slices) == 0 {
+		delete(e.services, svc)
+	}
+}
+
+// Ready returns the ready "ip:port" addresses of a Service port, by the
+// Service port's name. The slice must not be modified.
+func (e *Endpoints) Ready(svc types.NamespacedName, portName string) []string {
+	e.mu.RLock()
+	defer e.mu.RUnlock()
+	if se, ok := e.services[svc]; ok {
+		return se.ready[portName]
+	}
+	return nil
+}
+
+// AnyReady reports whether any port of the Service has a ready endpoint.
+func (e *Endpoints) AnyReady(svc types.NamespacedName) bool {
+	e.mu.RLock()
+	defer e.mu.RUnlock()
+	if se, ok := e.services[svc]; ok {
+		for _, addrs := range se.ready {
+			if len(addrs) > 0 {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// Pick returns one ready address of a Service port, rotating across them.
+func (e *Endpoints) Pick(svc types.NamespacedName, portName string) (string, bool) {
+	e.mu.RLock()
+	defer e.mu.RUnlock()
+	se, ok := e.services[svc]
+	if !ok || len(se.ready[portName]) == 0 {
+		return "", false
+	}
+	addrs := se.ready[portName]
+	return addrs[(se.next.Add(1)-1)%uint64(len(addrs))], true
+}
+
+// Candidates returns the ready addresses of a Service port in the order a
+// dialer should try them: rotated by one more position on every call, so
+// that new connections spread across endpoints.
+func (e *Endpoints) Candidates(svc types.NamespacedName, portName string) []string {
+	e.mu.RLock()
+	defer e.mu.RUnlock()
+	se, ok := e.services[svc]
+	if !ok || len(se.ready[portName]) == 0 {
+		return nil
+	}
+	addrs := se.ready[portName]
+	start := int((se.next.Add(1) - 1) % uint64(len(addrs)))
+	out := make([]string, 0, len(addrs))
+	out = append(out, addrs[start:]...)
+	return append(out, addrs[:start]...)
+}
+
+// Changed returns a channel closed at the next change to the Service's
+// slices. Take it before checking Ready so that no event is missed.
+func (e *Endpoints) Changed(svc types.NamespacedName) <-chan struct{} {
+	e.mu.RLock()
+	if se, ok := e.services[svc]; ok {
+		ch := se.changed
+		e.mu.RUnlock()
+		return ch
+	}
+	e.mu.RUnlock()
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.serviceLocked(svc).changed
+}

@@ -1,0 +1,240 @@
+package resolver
+
+import (
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
+
+	"elasti.dev/elasti/internal/contract"
+)
+
+type testEndpoint struct {
+	ip          string
+	ready       *bool
+	terminating *bool
+}
+
+func readyEP(ip string) testEndpoint { return testEndpoint{ip: ip, ready: ptr.To(true)} }
+
+// slice builds an EndpointSlice of Service svc in ns with one TCP port.
+func slice(ns, name, svc, portName string, port int32, eps ...testEndpoint) *discoveryv1.EndpointSlice {
+	s := &discoveryv1.EndpointSlice{
+		ObjectMeta: metav1.ObjectMeta{
+			Namespace: ns, Name: name,
+			Labels: map[string]string{discoveryv1.LabelServiceName: svc, contract.LabelManagedBy: "endpointslice-controller.k8s.io"},
+		},
+		AddressType: discoveryv1.AddressTypeIPv4,
+		Ports:       []discoveryv1.EndpointPort{{Name: ptr.To(portName), Port: ptr.To(port), Protocol: ptr.To(corev1.ProtocolTCP)}},
+	}
+	for _, ep := range eps {
+		s.Endpoints = append(s.Endpoints, discoveryv1.Endpoint{
+			Addresses:  []string{ep.ip},
+			Conditions: discoveryv1.EndpointConditions{Ready: ep.ready, Terminating: ep.terminating},
+		})
+	}
+	return s
+}
+
+func TestEndpointsReady(t *testing.T) {
+	svc := types.NamespacedName{Namespace: "ns", Name: "web"}
+	proxySlice := slice("ns", "web-elasti", "web", "http", 20001, readyEP("10.0.0.99"))
+	proxySlice.Labels[contract.LabelManagedBy] = contract.ManagedBy
+	tests := []struct {
+		name     string
+		slices   []*discoveryv1.EndpointSlice
+		deletes  []string
+		portName string
+		want     []string
+		// otherReady: another port of the Service has ready endpoints.
+		otherReady bool
+	}{
+		{
+			name:     "ready endpoints with the slice's target port",
+			slices:   []*discoveryv1.EndpointSlice{slice("ns", "web-1", "web", "http", 8080, readyEP("10.0.0.2"), readyEP("10.0.0.1"))},
+			portName: "http",
+			want:     []string{"10.0.0.1:8080", "10.0.0.2:8080"},
+		},
+		{
+			name: "not ready, absent ready and terminating endpoints are skipped",
+			slices: []*discoveryv1.EndpointSlice{slice("ns", "web-1", "web", "http", 8080,
+				testEndpoint{ip: "10.0.0.1", ready: ptr.To(false)},
+				testEndpoint{ip: "10.0.0.2"},
+				testEndpoint{ip: "10.0.0.3", ready: ptr.To(true), terminating: ptr.To(true)},
+				readyEP("10.0.0.4"))},
+			portName: "http",
+			want:     []string{"10.0.0.4:8080"},
+		},
+		{
+			name: "slices merge; each uses its own port number",
+			slices: []*discoveryv1.EndpointSlice{
+				slice("ns", "web-1", "web", "http", 8080, readyEP("10.0.0.1")),
+				slice("ns", "web-2", "web", "http", 9090, readyEP("10.0.0.2")),
+			},
+			portName: "http",
+			want:     []string{"10.0.0.1:8080", "10.0.0.2:9090"},
+		},
+		{
+			name:     "Elasti's own proxy slice is ignored",
+			slices:   []*discoveryv1.EndpointSlice{proxySlice},
+			portName: "http",
+			want:     nil,
+		},
+		{
+			name:       "another port name does not match",
+			slices:     []*discoveryv1.EndpointSlice{slice("ns", "web-1", "web", "metrics", 9100, readyEP("10.0.0.1"))},
+			portName:   "http",
+			want:       nil,
+			otherReady: true,
+		},
+		{
+			name:     "another Service's slice does not count",
+			slices:   []*discoveryv1.EndpointSlice{slice("ns", "api-1", "api", "http", 8080, readyEP("10.0.0.1"))},
+			portName: "http",
+			want:     nil,
+		},
+		{
+			name: "deleting a slice removes its endpoints",
+			slices: []*discoveryv1.EndpointSlice{
+				slice("ns", "web-1", "web", "http", 8080, readyEP("10.0.0.1")),
+				slice("ns", "web-2", "web", "http", 8080, readyEP("10.0.0.2")),
+			},
+			deletes:  []string{"web-1"},
+			portName: "http",
+			want:     []string{"10.0.0.2:8080"},
+		},
+		{
+			name: "an update replaces the slice's endpoints",
+			slices: []*discoveryv1.EndpointSlice{
+				slice("ns", "web-1", "web", "http", 8080, readyEP("10.0.0.1")),
+				slice("ns", "web-1", "web", "http", 8080, testEndpoint{ip: "10.0.0.1", ready: ptr.To(true), terminating: ptr.To(true)}),
+			},
+			portName: "http",
+			want:     nil,
+		},
+		{
+			name:     "unnamed single port",
+			slices:   []*discoveryv1.EndpointSlice{slice("ns", "web-1", "web", "", 8080, readyEP("10.0.0.1"))},
+			portName: "",
+			want:     []string{"10.0.0.1:8080"},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			e := NewEndpoints()
+			for _, s := range tt.slices {
+				e.Update(s)
+			}
+			for _, d := range tt.deletes {
+				e.Delete("ns", d)
+			}
+			if diff := cmp.Diff(tt.want, e.Ready(svc, tt.portName)); diff != "" {
+				t.Errorf("Ready (-want +got):\n%s", diff)
+			}
+			if got, want := e.AnyReady(svc), len(tt.want) > 0 || tt.otherReady; got != want {
+				t.Errorf("AnyReady = %v, want %v", got, want)
+			}
+		})
+	}
+}
+
+func TestEndpointsPickRotates(t *testing.T) {
+	svc := types.NamespacedName{Namespace: "ns", Name: "web"}
+	e := NewEndpoints()
+	e.Update(slice("ns", "web-1", "web", "http", 80, readyEP("10.0.0.1"), readyEP("10.0.0.2"), readyEP("10.0.0.3")))
+	counts := map[string]int{}
+	for range 300 {
+		addr, ok := e.Pick(svc, "http")
+		if !ok {
+			t.Fatal("Pick found nothing")
+		}
+		counts[addr]++
+	}
+	want := map[string]int{"10.0.0.1:80": 100, "10.0.0.2:80": 100, "10.0.0.3:80": 100}
+	if diff := cmp.Diff(want, counts); diff != "" {
+		t.Errorf("picks (-want +got):\n%s", diff)
+	}
+	firsts := map[string]int{}
+	for range 30 {
+		c := e.Candidates(svc, "http")
+		if len(c) != 3 {
+			t.Fatalf("Candidates = %v, want all three", c)
+		}
+		firsts[c[0]]++
+	}
+	if len(firsts) != 3 {
+		t.Errorf("Candidates always starts at the same endpoint: %v", firsts)
+	}
+	if _, ok := e.Pick(svc, "grpc"); ok {
+		t.Error("Pick found an endpoint for a port with none")
+	}
+}
+
+func TestEndpointsChangedFires(t *testing.T) {
+	svc := types.NamespacedName{Namespace: "ns", Name: "web"}
+	e := NewEndpoints()
+	ch := e.Changed(svc)
+	e.Update(slice("ns", "other", "other", "http", 80, readyEP("10.0.0.9")))
+	select {
+	case <-ch:
+		t.Fatal("a change to another Service fired this Service's channel")
+	default:
+	}
+	e.Update(slice("ns", "web-1", "web", "http", 80, readyEP("10.0.0.1")))
+	select {
+	case <-ch:
+	case <-time.After(10 * time.Second):
+		t.Fatal("Changed did not fire on an update")
+	}
+	ch = e.Changed(svc)
+	e.Delete("ns", "web-1")
+	select {
+	case <-ch:
+	case <-time.After(10 * time.Second):
+		t.Fatal("Changed did not fire on a delete")
+	}
+	// A slice relabelled to another Service leaves this one.
+	e.Update(slice("ns", "moving", "web", "http", 80, readyEP("10.0.0.5")))
+	e.Update(slice("ns", "moving", "api", "http", 80, readyEP("10.0.0.5")))
+	if got := e.Ready(svc, "http"); len(got) != 0 {
+		t.Errorf("relabelled slice still counts for its old Service: %v", got)
+	}
+}
+
+func TestTargetLayer(t *testing.T) {
+	tests := []struct {
+		portName, appProtocol string
+		want                  Layer
+		h2c                   bool
+	}{
+		{"http", "", LayerHTTP, false},
+		{"http-web", "", LayerHTTP, false},
+		{"grpc-api", "", LayerHTTP, true},
+		{"h2c", "", LayerHTTP, true},
+		{"ws", "", LayerHTTP, false},
+		{"https", "", LayerTCP, false},
+		{"wss", "", LayerTCP, false},
+		{"postgres", "", LayerTCP, false},
+		{"", "", LayerTCP, false},
+		{"web", "http", LayerHTTP, false},
+		{"web", "kubernetes.io/h2c", LayerHTTP, true},
+		{"web", "kubernetes.io/ws", LayerHTTP, false},
+		{"web", "kubernetes.io/wss", LayerTCP, false},
+		{"web", "grpc", LayerHTTP, true},
+		{"http", "mysql", LayerTCP, false},
+	}
+	for _, tt := range tests {
+		target := Target{PortName: tt.portName, AppProtocol: tt.appProtocol}
+		if got := target.Layer(); got != tt.want {
+			t.Errorf("Layer(name %q, appProtocol %q) = %v, want %v", tt.portName, tt.appProtocol, got, tt.want)
+		}
+		if got := target.H2C(); got != tt.h2c {
+			t.Errorf("H2C(name %q, appProtocol %q) = %v, want %v", tt.portName, tt.appProtocol, got, tt.h2c)
+		}
+	}
+}

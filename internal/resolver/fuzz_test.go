@@ -1,0 +1,104 @@
+package resolver
+
+import (
+	"bufio"
+	"bytes"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr/funcr"
+	"k8s.io/apimachinery/pkg/types"
+)
+
+// FuzzHTTPEntry feeds arbitrary bytes to the L7 entry path as one client
+// connection on a mapped HTTP port whose target is ready, and checks that
+// nothing panics and that whatever comes back as HTTP/1.x is a well-formed
+// response.
+func FuzzHTTPEntry(f *testing.F) {
+	for _, seed := range []string{
+		"GET / HTTP/1.1\r\nHost: web\r\n\r\n",
+		"POST /x HTTP/1.1\r\nHost: web\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\n",
+		"GET /ws HTTP/1.1\r\nHost: web\r\nConnection: Upgrade\r\nUpgrade: websocket\r\nSec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n",
+		"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n\x00\x00\x00\x04\x00\x00\x00\x00\x00",
+		"GET http://169.254.169.254/latest HTTP/1.1\r\nHost: 169.254.169.254\r\n\r\n",
+		"CONNECT 10.0.0.1:22 HTTP/1.1\r\n\r\n",
+		"GET / HTTP/1.1\r\nHost: a\r\nContent-Length: 5\r\nContent-Length: 6\r\n\r\nhello",
+		"\x16\x03\x01\x00\xa5\x01\x00\x00\xa1\x03\x03",
+		"",
+	} {
+		f.Add([]byte(seed))
+	}
+
+	var panicked atomic.Value
+	log := funcr.New(func(_, args string) {
+		if strings.Contains(args, "panic") {
+			panicked.Store(args)
+		}
+	}, funcr.Options{Verbosity: 1})
+
+	upstream := echoUpstream(f)
+	ports, endpoints := NewPortMap(), NewEndpoints()
+	r, err := New(ports, endpoints, Options{
+		PortRangeStart: 1, PortRangeEnd: 1, // never opened: connections are handed in directly
+		ReadHeaderTimeout: 2 * time.Second,
+		Log:               log,
+	})
+	if err != nil {
+		f.Fatal(err)
+	}
+	go func() { _ = r.server.Serve(r.httpConns) }()
+	f.Cleanup(r.Close)
+	target := Target{
+		ElastiService: types.NamespacedName{Namespace: "ns", Name: "web"},
+		Service:       types.NamespacedName{Namespace: "ns", Name: "websvc"},
+		PortName:      "http", Port: 80,
+	}
+	host, port, _ := net.SplitHostPort(upstreamAddr(upstream))
+	var p int32
+	_, _ = fmt.Sscan(port, &p)
+	endpoints.Update(slice("ns", "websvc-1", "websvc", "http", p, readyEP(host)))
+
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Cleanup(func() { l.Close() })
+
+	f.Fuzz(func(t *testing.T, data []byte) {
+		client, err := net.Dial("tcp", l.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer client.Close()
+		server, err := l.Accept()
+		if err != nil {
+			t.Fatal(err)
+		}
+		r.httpConns.push(&mappedConn{Conn: server, target: target, mapped: true})
+		_ = client.SetDeadline(time.Now().Add(30 * time.Second))
+		go func() {
+			_, _ = client.Write(data)
+			_ = client.(*net.TCPConn).CloseWrite()
+		}()
+		out, _ := io.ReadAll(client)
+		if v := panicked.Load(); v != nil {
+			t.Fatalf("panic while serving %q: %v", data, v)
+		}
+		if !bytes.HasPrefix(out, []byte("HTTP/1.")) {
+			return // nothing, or HTTP/2 frames: not ours to parse here
+		}
+		resp, err := http.ReadResponse(bufio.NewReader(bytes.NewReader(out)), nil)
+		if err != nil {
+			t.Fatalf("malformed response to %q: %v\n%q", data, err, out)
+		}
+		if resp.StatusCode < 100 || resp.StatusCode > 599 {
+			t.Fatalf("status %d in response to %q", resp.StatusCode, data)
+		}
+	})
+}

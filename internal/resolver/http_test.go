@@ -1,0 +1,499 @@
+package resolver
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httptrace"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr"
+	"github.com/google/go-cmp/cmp"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	elastiv1alpha1 "elasti.dev/elasti/api/v1alpha1"
+)
+
+// echoUpstream stands in for a pod: it reports what it received.
+func echoUpstream(t testing.TB) *httptest.Server {
+	t.Helper()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		w.Header().Set("X-Seen-Host", r.Host)
+		w.Header().Set("X-Seen-XFF", r.Header.Get("X-Forwarded-For"))
+		w.Header().Set("X-Seen-XFH", r.Header.Get("X-Forwarded-Host"))
+		w.Header().Set("X-Seen-XFP", r.Header.Get("X-Forwarded-Proto"))
+		w.Header().Set("X-Seen-Hop", r.Header.Get("X-Hop"))
+		w.Header().Set("X-Seen-Proto", r.Proto)
+		fmt.Fprintf(w, "%s %s %s", r.Method, r.URL.RequestURI(), body)
+	}))
+	t.Cleanup(srv.Close)
+	return srv
+}
+
+func upstreamAddr(srv *httptest.Server) string { return srv.Listener.Addr().String() }
+
+func get(c *http.Client, ctx context.Context, url string, hdr map[string]string) result {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return result{err: err}
+	}
+	for k, v := range hdr {
+		if k == "Host" {
+			req.Host = v
+			continue
+		}
+		req.Header.Set(k, v)
+	}
+	resp, err := c.Do(req)
+	if err != nil {
+		return result{err: err}
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	h := resp.Header.Clone()
+	if resp.Close {
+		h.Set("X-Test-Close", "true")
+	}
+	return result{status: resp.StatusCode, body: string(b), header: h, err: err}
+}
+
+func TestHeldRequestReleasedByEndpointEvent(t *testing.T) {
+	h := newHarness(t, 1, nil)
+	up := echoUpstream(t)
+	h.mapPort("web", "websvc", nil, h.proxyPort(0, "http", ""))
+
+	done := make(chan result, 1)
+	go func() {
+		done <- get(h.client(), context.Background(), "http://"+h.addr(0)+"/hello?x=1", map[string]string{
+			"Host":              "websvc.ns.svc.cluster.local",
+			"X-Forwarded-For":   "203.0.113.7",
+			"X-Forwarded-Proto": "https",
+			"Connection":        "X-Hop",
+			"X-Hop":             "must not pass",
+		})
+	}()
+	if got := h.act.waitCalled(t); got != "ns/web" {
+		t.Fatalf("activation for %q, want ns/web", got)
+	}
+	select {
+	case r := <-done:
+		t.Fatalf("request finished while no endpoint was ready: %+v", r)
+	default:
+	}
+	h.ready("websvc", "websvc-abc", "http", upstreamAddr(up))
+	var r result
+	select {
+	case r = <-done:
+	case <-time.After(waitTimeout):
+		t.Fatal("held request was not released by the endpoint event")
+	}
+	if r.err != nil {
+		t.Fatalf("request: %v", r.err)
+	}
+	got := map[string]string{
+		"status": fmt.Sprint(r.status), "body": r.body,
+		"host": r.header.Get("X-Seen-Host"), "xff": r.header.Get("X-Seen-XFF"),
+		"xfh": r.header.Get("X-Seen-XFH"), "xfp": r.header.Get("X-Seen-XFP"),
+		"hop": r.header.Get("X-Seen-Hop"), "close": r.header.Get("X-Test-Close"),
+	}
+	want := map[string]string{
+		"status": "200", "body": "GET /hello?x=1 ",
+		"host": "websvc.ns.svc.cluster.local", "xff": "203.0.113.7, 127.0.0.1",
+		"xfh": "websvc.ns.svc.cluster.local", "xfp": "https",
+		"hop": "", "close": "true",
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("forwarded request (-want +got):\n%s", diff)
+	}
+	if n := h.act.count("ns/web"); n != 1 {
+		t.Errorf("activation calls = %d, want 1", n)
+	}
+	if v := testutil.ToFloat64(h.r.metrics.Forwarded.WithLabelValues("ns", "web")); v != 1 {
+		t.Errorf("forwarded metric = %v, want 1", v)
+	}
+	h.eventually("the held gauge is back to 0", func() bool {
+		return testutil.ToFloat64(h.r.metrics.Held.WithLabelValues("ns", "web")) == 0
+	})
+}
+
+func TestThousandHeldRequestsAllSucceed(t *testing.T) {
+	const n = 1000
+	h := newHarness(t, 1, nil)
+	up := echoUpstream(t)
+	h.mapPort("web", "websvc", nil, h.proxyPort(0, "http", ""))
+	c := h.client()
+	results := make(chan result, n)
+	for i := range n {
+		go func() {
+			results <- get(c, context.Background(), fmt.Sprintf("http://%s/r/%d", h.addr(0), i), nil)
+		}()
+	}
+	h.eventually("all requests are held", func() bool { return h.held("web") == n })
+	h.ready("websvc", "websvc-abc", "http", upstreamAddr(up))
+	bad := 0
+	for range n {
+		r := <-results
+		if r.err != nil || r.status != http.StatusOK {
+			bad++
+			if bad < 5 {
+				t.Errorf("request failed: status %d err %v body %q", r.status, r.err, r.body)
+			}
+		}
+	}
+	if bad > 0 {
+		t.Fatalf("%d of %d held requests failed", bad, n)
+	}
+	if calls := h.act.count("ns/web"); calls < 1 || calls > 3 {
+		t.Errorf("activation calls = %d, want one (deduplicated), a few at most", calls)
+	}
+}
+
+func TestRequestsForwardedAtOnceWhenReady(t *testing.T) {
+	h := newHarness(t, 1, nil)
+	up := echoUpstream(t)
+	h.mapPort("web", "websvc", nil, h.proxyPort(0, "http", ""))
+	h.ready("websvc", "websvc-abc", "http", upstreamAddr(up))
+	for range 5 {
+		r := get(h.client(), context.Background(), "http://"+h.addr(0)+"/", nil)
+		if r.err != nil || r.status != http.StatusOK {
+			t.Fatalf("status %d err %v", r.status, r.err)
+		}
+		if r.header.Get("X-Test-Close") != "true" {
+			t.Errorf("response without Connection: close although the target is ready: %v", r.header)
+		}
+	}
+	if n := h.act.count("ns/web"); n != 0 {
+		t.Errorf("activation calls = %d, want none while endpoints are ready", n)
+	}
+}
+
+func TestStreamingResponseArrivesIncrementally(t *testing.T) {
+	h := newHarness(t, 1, nil)
+	proceed := make(chan struct{})
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		fmt.Fprint(w, "data: one\n\n")
+		w.(http.Flusher).Flush()
+		select {
+		case <-proceed:
+		case <-r.Context().Done():
+			return
+		}
+		fmt.Fprint(w, "data: two\n\n")
+	}))
+	t.Cleanup(up.Close)
+	t.Cleanup(func() {
+		select {
+		case <-proceed:
+		default:
+			close(proceed)
+		}
+	})
+	h.mapPort("web", "websvc", nil, h.proxyPort(0, "http", ""))
+	h.ready("websvc", "websvc-abc", "http", upstreamAddr(up))
+
+	resp, err := h.client().Get("http://" + h.addr(0) + "/events")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	br := bufio.NewReader(resp.Body)
+	// The first event must arrive while the upstream is still blocked
+	// before the second: nothing buffers the stream.
+	line, err := br.ReadString('\n')
+	if err != nil || line != "data: one\n" {
+		t.Fatalf("first event = %q, %v", line, err)
+	}
+	close(proceed)
+	rest, err := io.ReadAll(br)
+	if err != nil || string(rest) != "\ndata: two\n\n" {
+		t.Fatalf("rest = %q, %v", rest, err)
+	}
+}
+
+func TestLargeBodiesStreamBothWays(t *testing.T) {
+	h := newHarness(t, 1, nil)
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_ = http.NewResponseController(w).EnableFullDuplex()
+		_, _ = io.Copy(w, r.Body) // echo while still reading
+	}))
+	t.Cleanup(up.Close)
+	h.mapPort("web", "websvc", nil, h.proxyPort(0, "http", ""))
+	h.ready("websvc", "websvc-abc", "http", upstreamAddr(up))
+	const size = 32 << 20
+	pr, pw := io.Pipe()
+	go func() {
+		chunk := []byte(strings.Repeat("x", 64<<10))
+		for written := 0; written < size; written += len(chunk) {
+			if _, err := pw.Write(chunk); err != nil {
+				return
+			}
+		}
+		_ = pw.Close()
+	}()
+	req, _ := http.NewRequest(http.MethodPost, "http://"+h.addr(0)+"/upload", pr)
+	resp, err := h.client().Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	n, err := io.Copy(io.Discard, resp.Body)
+	if err != nil || n != size {
+		t.Fatalf("echoed %d bytes, err %v; want %d", n, err, size)
+	}
+}
+
+func TestClientCancelWhileHeldFreesSlot(t *testing.T) {
+	h := newHarness(t, 1, nil)
+	h.mapPort("web", "websvc", nil, h.proxyPort(0, "http", ""))
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan result, 1)
+	go func() { done <- get(h.client(), ctx, "http://"+h.addr(0)+"/", nil) }()
+	h.eventually("the request is held", func() bool { return h.held("web") == 1 })
+	cancel()
+	<-done
+	h.eventually("the slot is freed", func() bool { return h.held("web") == 0 })
+	h.eventually("the held gauge is 0", func() bool {
+		return testutil.ToFloat64(h.r.metrics.Held.WithLabelValues("ns", "web")) == 0
+	})
+}
+
+func TestQueueFullAnd503(t *testing.T) {
+	h := newHarness(t, 2, nil)
+	h.mapPort("web", "websvc", &elastiv1alpha1.ProxySpec{MaxHeldRequests: 1}, h.proxyPort(0, "http", ""))
+	h.mapPort("api", "apisvc", &elastiv1alpha1.ProxySpec{MaxHeldRequests: 1}, h.proxyPort(1, "http", ""))
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go get(h.client(), ctx, "http://"+h.addr(0)+"/", nil)
+	h.eventually("the first request is held", func() bool { return h.held("web") == 1 })
+	r := get(h.client(), context.Background(), "http://"+h.addr(0)+"/", nil)
+	if r.err != nil || r.status != http.StatusServiceUnavailable || r.header.Get("Retry-After") == "" {
+		t.Fatalf("second request: status %d Retry-After %q err %v; want 503 with Retry-After", r.status, r.header.Get("Retry-After"), r.err)
+	}
+	// Another Service still has its own slot.
+	go get(h.client(), ctx, "http://"+h.addr(1)+"/", nil)
+	h.eventually("another Service's request is held", func() bool { return h.held("api") == 1 })
+	if v := testutil.ToFloat64(h.r.metrics.Rejected.WithLabelValues("ns", "web", ReasonQueueFull)); v != 1 {
+		t.Errorf("rejected{queue_full} = %v, want 1", v)
+	}
+}
+
+func TestHoldTimeoutGives504(t *testing.T) {
+	h := newHarness(t, 1, nil)
+	h.mapPort("web", "websvc", &elastiv1alpha1.ProxySpec{HoldTimeout: "300ms"}, h.proxyPort(0, "http", ""))
+	r := get(h.client(), context.Background(), "http://"+h.addr(0)+"/", nil)
+	if r.err != nil || r.status != http.StatusGatewayTimeout {
+		t.Fatalf("status %d err %v, want 504", r.status, r.err)
+	}
+	if v := testutil.ToFloat64(h.r.metrics.TimedOut.WithLabelValues("ns", "web")); v != 1 {
+		t.Errorf("timed out metric = %v, want 1", v)
+	}
+	if h.held("web") != 0 {
+		t.Error("slot not freed after timeout")
+	}
+}
+
+func TestUnmappedPortRefused(t *testing.T) {
+	h := newHarness(t, 2, nil)
+	r := get(h.client(), context.Background(), "http://"+h.addr(0)+"/", nil)
+	if r.err != nil || r.status != http.StatusNotFound || !strings.Contains(r.body, "not mapped") {
+		t.Fatalf("HTTP on unmapped port: status %d body %q err %v; want 404 saying so", r.status, r.body, r.err)
+	}
+	// Non-HTTP bytes: the connection is closed without an answer.
+	c, err := net.Dial("tcp", h.addr(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	_, _ = c.Write([]byte("\x00\x01binary"))
+	_ = c.SetReadDeadline(time.Now().Add(waitTimeout))
+	if n, err := c.Read(make([]byte, 16)); err == nil || n != 0 {
+		t.Fatalf("TCP on unmapped port read %d bytes, err %v; want a close", n, err)
+	}
+	h.eventually("both refusals are counted", func() bool {
+		return testutil.ToFloat64(h.r.metrics.Rejected.WithLabelValues("", "", ReasonUnmappedPort)) == 2
+	})
+}
+
+func TestLateMappingIsWaitedFor(t *testing.T) {
+	h := newHarness(t, 1, func(o *Options) { o.UnmappedWait = waitTimeout })
+	up := echoUpstream(t)
+	h.ready("websvc", "websvc-abc", "http", upstreamAddr(up))
+	done := make(chan result, 1)
+	go func() { done <- get(h.client(), context.Background(), "http://"+h.addr(0)+"/late", nil) }()
+	// Whether the connection arrives before or after the mapping, it must
+	// be served; with a long UnmappedWait the order does not matter.
+	h.mapPort("web", "websvc", nil, h.proxyPort(0, "http", ""))
+	r := <-done
+	if r.err != nil || r.status != http.StatusOK {
+		t.Fatalf("status %d err %v", r.status, r.err)
+	}
+}
+
+func TestHTTP2GoawayOnceReady(t *testing.T) {
+	h := newHarness(t, 1, nil)
+	h.mapPort("web", "websvc", nil, h.proxyPort(0, "h2c", ""))
+	h.ready("websvc", "websvc-abc", "h2c", upstreamAddr(upH2C(t)))
+	var p http.Protocols
+	p.SetUnencryptedHTTP2(true)
+	c := &http.Client{Timeout: waitTimeout, Transport: &http.Transport{Protocols: &p}}
+	var mu sync.Mutex
+	var reused []bool
+	for range 2 {
+		trace := &httptrace.ClientTrace{GotConn: func(info httptrace.GotConnInfo) {
+			mu.Lock()
+			reused = append(reused, info.Reused)
+			mu.Unlock()
+		}}
+		req, _ := http.NewRequestWithContext(httptrace.WithClientTrace(context.Background(), trace), http.MethodGet, "http://"+h.addr(0)+"/", nil)
+		resp, err := c.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, _ = io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.ProtoMajor != 2 || resp.StatusCode != http.StatusOK {
+			t.Fatalf("got %s %d, want HTTP/2 200", resp.Proto, resp.StatusCode)
+		}
+		if resp.Header.Get("X-Seen-Proto") != "HTTP/2.0" {
+			t.Errorf("upstream saw %q, want HTTP/2.0", resp.Header.Get("X-Seen-Proto"))
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if diff := cmp.Diff([]bool{false, false}, reused); diff != "" {
+		t.Errorf("connection reuse after GOAWAY (-want +got):\n%s", diff)
+	}
+}
+
+// upH2C is an upstream that speaks cleartext HTTP/2 with prior knowledge.
+func upH2C(t *testing.T) *httptest.Server {
+	t.Helper()
+	srv := httptest.NewUnstartedServer(echoUpstream(t).Config.Handler)
+	var p http.Protocols
+	p.SetHTTP1(true)
+	p.SetUnencryptedHTTP2(true)
+	srv.Config.Protocols = &p
+	srv.Start()
+	t.Cleanup(srv.Close)
+	return srv
+}
+
+func TestDialRetriesRefusedEndpoint(t *testing.T) {
+	h := newHarness(t, 1, nil)
+	up := echoUpstream(t)
+	// A "pod" listed ready that refuses connections: a closed port.
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	refused := l.Addr().String()
+	l.Close()
+	h.mapPort("web", "websvc", nil, h.proxyPort(0, "http", ""))
+	h.ready("websvc", "websvc-dead", "http", refused)
+	h.ready("websvc", "websvc-live", "http", upstreamAddr(up))
+	for i := range 10 {
+		r := get(h.client(), context.Background(), fmt.Sprintf("http://%s/%d", h.addr(0), i), nil)
+		if r.err != nil || r.status != http.StatusOK {
+			t.Fatalf("request %d: status %d err %v body %q", i, r.status, r.err, r.body)
+		}
+	}
+}
+
+func TestDialWaitsForEndpointThatStartsListening(t *testing.T) {
+	h := newHarness(t, 1, nil)
+	// Reserve a port, list it ready while nothing listens, then start the
+	// "pod" there: the refused dials must be retried, not answered 502.
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close()
+	h.mapPort("web", "websvc", nil, h.proxyPort(0, "http", ""))
+	h.ready("websvc", "websvc-abc", "http", addr)
+	done := make(chan result, 1)
+	go func() { done <- get(h.client(), context.Background(), "http://"+h.addr(0)+"/", nil) }()
+	// Give the dialer a moment to meet the refusal first. This sleep is not
+	// an assertion: the request must succeed whichever comes first.
+	time.Sleep(200 * time.Millisecond)
+	select {
+	case r := <-done:
+		t.Fatalf("request finished before the pod listened: %+v", r)
+	default:
+	}
+	l2, err := net.Listen("tcp", addr)
+	if err != nil {
+		t.Skipf("could not re-bind %s: %v", addr, err)
+	}
+	srv := &http.Server{Handler: echoUpstream(t).Config.Handler}
+	go func() { _ = srv.Serve(l2) }()
+	t.Cleanup(func() { srv.Close() })
+	r := <-done
+	if r.err != nil || r.status != http.StatusOK {
+		t.Fatalf("status %d err %v body %q", r.status, r.err, r.body)
+	}
+}
+
+func TestMalformedRequestGets4xx(t *testing.T) {
+	h := newHarness(t, 1, nil)
+	h.mapPort("web", "websvc", nil, h.proxyPort(0, "http", ""))
+	for _, raw := range []string{
+		"GET / HTTP/1.1\r\nHost: a\r\nContent-Length: x\r\n\r\n",
+		"GET /\x00 HTTP/1.1\r\nHost: a\r\n\r\n",
+		"GET / HTTP/9.9\r\n\r\n",
+		"CONNECT evil.example:443 HTTP/1.1\r\nHost: evil.example:443\r\n\r\n",
+		"GET / HTTP/1.1\r\nHost: a\r\n" + strings.Repeat("X-Big: "+strings.Repeat("y", 1000)+"\r\n", 100) + "\r\n",
+	} {
+		c, err := net.Dial("tcp", h.addr(0))
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = c.SetDeadline(time.Now().Add(waitTimeout))
+		_, _ = c.Write([]byte(raw))
+		resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+		c.Close()
+		if err != nil {
+			t.Errorf("%q: no response: %v", raw[:min(len(raw), 40)], err)
+			continue
+		}
+		// 505 is the precise answer to an unknown HTTP version.
+		if (resp.StatusCode < 400 || resp.StatusCode >= 500) && resp.StatusCode != http.StatusHTTPVersionNotSupported {
+			t.Errorf("%q: status %d, want 4xx", raw[:min(len(raw), 40)], resp.StatusCode)
+		}
+	}
+}
+
+// BenchmarkHTTPForward measures the L7 path to a ready endpoint: accept,
+// port lookup, readiness check, dial, proxy, and the Connection: close that
+// moves clients off the resolver.
+func BenchmarkHTTPForward(b *testing.B) {
+	h := newHarness(b, 1, func(o *Options) { o.Log = logr.Discard() })
+	up := echoUpstream(b)
+	h.mapPort("web", "websvc", nil, h.proxyPort(0, "http", ""))
+	h.ready("websvc", "websvc-abc", "http", upstreamAddr(up))
+	c := h.client()
+	url := "http://" + h.addr(0) + "/bench"
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			resp, err := c.Get(url)
+			if err != nil {
+				b.Fatal(err)
+			}
+			_, _ = io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusOK {
+				b.Fatalf("status %d", resp.StatusCode)
+			}
+		}
+	})
+}

@@ -1,0 +1,247 @@
+//go:build integration
+
+package resolver
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"testing"
+
+	"github.com/go-logr/logr"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	authenticationv1 "k8s.io/api/authentication/v1"
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	elastiv1alpha1 "elasti.dev/elasti/api/v1alpha1"
+	"elasti.dev/elasti/internal/activation"
+	"elasti.dev/elasti/internal/contract"
+	"elasti.dev/elasti/internal/testenv"
+)
+
+var env *testenv.Env
+
+func TestMain(m *testing.M) {
+	var err error
+	env, err = testenv.Start(testenv.Options{})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	fmt.Println(env.Banner())
+	code := m.Run()
+	if err := env.Stop(); err != nil {
+		fmt.Fprintln(os.Stderr, "stop control plane:", err)
+	}
+	os.Exit(code)
+}
+
+// podIP stands for the woken pod in EndpointSlices; the API server refuses
+// loopback endpoint addresses. The test's dialer maps it to the loopback
+// upstream and refuses every other address, so no traffic leaves the host.
+const podIP = "192.0.2.10"
+
+func loopbackDialer(upstream string) func(ctx context.Context, network, addr string) (net.Conn, error) {
+	return func(ctx context.Context, network, addr string) (net.Conn, error) {
+		host, _, err := net.SplitHostPort(addr)
+		if err != nil || host != podIP {
+			return nil, fmt.Errorf("test dialer: refusing %s: only %s (mapped to loopback) is dialed", addr, podIP)
+		}
+		var d net.Dialer
+		return d.DialContext(ctx, network, upstream)
+	}
+}
+
+// sliceWaker is the ServerWaker behind the real activation server in this
+// test: a wake makes the target's pod "ready" by writing the Service's own
+// EndpointSlice, as the EndpointSlice controller would once the pod is up.
+type sliceWaker struct {
+	c    client.Client
+	port int32
+}
+
+func (w *sliceWaker) Wake(ctx context.Context, key types.NamespacedName) (activation.ServerWakeResult, error) {
+	es := &elastiv1alpha1.ElastiService{}
+	if err := w.c.Get(ctx, key, es); err != nil {
+		if apierrors.IsNotFound(err) {
+			return activation.ServerWakeResult{}, nil
+		}
+		return activation.ServerWakeResult{}, err
+	}
+	s := &discoveryv1.EndpointSlice{
+		ObjectMeta: metav1.ObjectMeta{
+			Namespace: key.Namespace, Name: es.Spec.Service + "-own",
+			Labels: map[string]string{discoveryv1.LabelServiceName: es.Spec.Service, contract.LabelManagedBy: "endpointslice-controller.k8s.io"},
+		},
+		AddressType: discoveryv1.AddressTypeIPv4,
+		Ports:       []discoveryv1.EndpointPort{{Name: ptr.To("http"), Port: ptr.To(w.port), Protocol: ptr.To(corev1.ProtocolTCP)}},
+		Endpoints:   []discoveryv1.Endpoint{{Addresses: []string{podIP}, Conditions: discoveryv1.EndpointConditions{Ready: ptr.To(true)}}},
+	}
+	if err := w.c.Create(ctx, s); err != nil && !apierrors.IsAlreadyExists(err) {
+		return activation.ServerWakeResult{}, err
+	}
+	return activation.ServerWakeResult{Found: true, Replicas: 1}, nil
+}
+
+func TestIntegrationInformersAndActivation(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	k8s := env.Client
+	const ns = "resolver-it"
+	if err := k8s.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := k8s.Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "elasti-resolver"}}); err != nil {
+		t.Fatal(err)
+	}
+	cs, err := kubernetes.NewForConfig(env.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr, err := cs.CoreV1().ServiceAccounts(ns).CreateToken(ctx, "elasti-resolver", &authenticationv1.TokenRequest{
+		Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: ptr.To[int64](3600)},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatalf("request a ServiceAccount token: %v", err)
+	}
+	tokenPath := filepath.Join(t.TempDir(), "token")
+	if err := os.WriteFile(tokenPath, []byte(tr.Status.Token), 0o600); err != nil {
+		t.Fatal(err)
+	}
+
+	// The pod: a loopback HTTP server.
+	up := echoUpstream(t)
+	_, upPort, _ := net.SplitHostPort(upstreamAddr(up))
+	podPort, _ := strconv.Atoi(upPort)
+
+	// The operator's real activation server with a real TokenReview.
+	srv := &activation.Server{
+		Authenticator: &activation.ServerAuthenticator{Client: k8s, ServiceAccountNamespace: ns, ServiceAccountName: "elasti-resolver"},
+		Waker:         &sliceWaker{c: k8s, port: int32(podPort)},
+		Log:           logr.Discard(),
+	}
+	operator := &http.Server{Handler: srv.Handler()}
+	ol, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() { _ = operator.Serve(ol) }()
+	t.Cleanup(func() { _ = operator.Close() })
+	operatorURL := "http://" + ol.Addr().String()
+
+	h := newHarness(t, 2, func(o *Options) {
+		o.Activator = activation.NewClient(activation.ClientOptions{OperatorURL: operatorURL, TokenPath: tokenPath})
+		o.DialContext = loopbackDialer(upstreamAddr(up))
+	})
+	synced, err := Watch(ctx, env.Config, h.ports, h.endpoints, testLogger(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.eventually("the informers have synced", synced)
+
+	// The ElastiService, with its resolver port in status.proxyPorts.
+	es := &elastiv1alpha1.ElastiService{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "web"},
+		Spec: elastiv1alpha1.ElastiServiceSpec{
+			Service:        "websvc",
+			ScaleTargetRef: elastiv1alpha1.ScaleTargetRef{APIVersion: "apps/v1", Kind: "Deployment", Name: "web"},
+		},
+	}
+	if err := k8s.Create(ctx, es); err != nil {
+		t.Fatal(err)
+	}
+	es.Status.ProxyPorts = []elastiv1alpha1.ProxyPort{{Name: "http", Port: 80, Protocol: "TCP", ResolverPort: int32(h.base)}}
+	es.Status.Mode = elastiv1alpha1.ModeProxy
+	if err := k8s.Status().Update(ctx, es); err != nil {
+		t.Fatalf("write status.proxyPorts: %v", err)
+	}
+	h.eventually("the port mapping arrives through the informer", func() bool {
+		target, ok := h.ports.Get(int32(h.base))
+		return ok && target.Service == types.NamespacedName{Namespace: ns, Name: "websvc"} && target.PortName == "http"
+	})
+
+	// Elasti's own proxy slice for the Service must never count as ready.
+	proxySlice := &discoveryv1.EndpointSlice{
+		ObjectMeta: metav1.ObjectMeta{
+			Namespace: ns, Name: "websvc-elasti",
+			Labels: map[string]string{discoveryv1.LabelServiceName: "websvc", contract.LabelManagedBy: contract.ManagedBy},
+		},
+		AddressType: discoveryv1.AddressTypeIPv4,
+		Ports:       []discoveryv1.EndpointPort{{Name: ptr.To("http"), Port: ptr.To(int32(h.base)), Protocol: ptr.To(corev1.ProtocolTCP)}},
+		Endpoints:   []discoveryv1.Endpoint{{Addresses: []string{"192.0.2.99"}, Conditions: discoveryv1.EndpointConditions{Ready: ptr.To(true)}}},
+	}
+	if err := k8s.Create(ctx, proxySlice); err != nil {
+		t.Fatal(err)
+	}
+
+	// A request is held, activation reaches the real server, which
+	// authenticates the resolver's token and "wakes" the pod; the slice
+	// event releases the request to the pod.
+	r := get(h.client(), ctx, "http://"+h.addr(0)+"/woken", map[string]string{"Host": "websvc." + ns})
+	if r.err != nil || r.status != http.StatusOK || r.body != "GET /woken " {
+		t.Fatalf("held request: status %d body %q err %v", r.status, r.body, r.err)
+	}
+	if got := h.endpoints.Ready(types.NamespacedName{Namespace: ns, Name: "websvc"}, "http"); len(got) != 1 || got[0] != net.JoinHostPort(podIP, upPort) {
+		t.Errorf("ready endpoints = %v, want only the Service's own pod", got)
+	}
+	if v := testutil.ToFloat64(h.r.metrics.Activations.WithLabelValues(ns, "web", ActivationOK)); v < 1 {
+		t.Errorf("activations{ok} = %v, want at least 1", v)
+	}
+
+	// The pod turns terminating: no longer ready.
+	own := &discoveryv1.EndpointSlice{}
+	if err := k8s.Get(ctx, types.NamespacedName{Namespace: ns, Name: "websvc-own"}, own); err != nil {
+		t.Fatal(err)
+	}
+	own.Endpoints[0].Conditions.Terminating = ptr.To(true)
+	if err := k8s.Update(ctx, own); err != nil {
+		t.Fatal(err)
+	}
+	h.eventually("the terminating endpoint is dropped", func() bool {
+		return len(h.endpoints.Ready(types.NamespacedName{Namespace: ns, Name: "websvc"}, "http")) == 0
+	})
+
+	// A token of another identity is refused with 403, an invalid one with 401.
+	if err := k8s.Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "intruder"}}); err != nil {
+		t.Fatal(err)
+	}
+	other, err := cs.CoreV1().ServiceAccounts(ns).CreateToken(ctx, "intruder", &authenticationv1.TokenRequest{}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for token, want := range map[string]int{other.Status.Token: http.StatusForbidden, "not-a-token": http.StatusUnauthorized} {
+		p := filepath.Join(t.TempDir(), "token")
+		if err := os.WriteFile(p, []byte(token), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		_, err := activation.NewClient(activation.ClientOptions{OperatorURL: operatorURL, TokenPath: p}).Activate(ctx, ns, "web")
+		var ce *activation.ClientError
+		if !errors.As(err, &ce) || ce.StatusCode != want {
+			t.Errorf("activation with a foreign token: %v, want status %d", err, want)
+		}
+	}
+	if _, err := activation.NewClient(activation.ClientOptions{OperatorURL: operatorURL, TokenPath: tokenPath}).Activate(ctx, ns, "missing"); !errors.As(err, new(*activation.ClientError)) {
+		t.Errorf("activation of a missing ElastiService: %v, want a 404 ClientError", err)
+	}
+
+	// Deleting the ElastiService unmaps its port.
+	if err := k8s.Delete(ctx, es); err != nil {
+		t.Fatal(err)
+	}
+	h.eventually("the mapping goes with the ElastiService", func() bool {
+		_, ok := h.ports.Get(int32(h.base))
+		return !ok
+	})
+}

@@ -1,0 +1,84 @@
+package resolver
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+	"k8s.io/apimachinery/pkg/types"
+)
+
+// Rejection reasons, the values of the reason label on
+// elasti_resolver_rejected_total.
+const (
+	ReasonQueueFull    = "queue_full"
+	ReasonUnmappedPort = "unmapped_port"
+	ReasonDialFailed   = "dial_failed"
+	ReasonDraining     = "draining"
+	ReasonBadRequest   = "bad_request"
+)
+
+// Activation results, the values of the result label on
+// elasti_resolver_activations_total.
+const (
+	ActivationOK           = "ok"
+	ActivationUnauthorized = "unauthorized"
+	ActivationNotFound     = "not_found"
+	ActivationError        = "error"
+)
+
+// Metrics are the resolver's Prometheus metrics. Labels are bounded: the
+// ElastiService's namespace and name, and a reason or result from the
+// constants above; never a URL, a Host header or a client address.
+type Metrics struct {
+	Held         *prometheus.GaugeVec
+	HoldDuration *prometheus.HistogramVec
+	Forwarded    *prometheus.CounterVec
+	Rejected     *prometheus.CounterVec
+	TimedOut     *prometheus.CounterVec
+	Activations  *prometheus.CounterVec
+	Listeners    prometheus.Gauge
+}
+
+var esLabels = []string{"namespace", "elastiservice"}
+
+// NewMetrics creates the metrics and registers them with reg (skipped when
+// reg is nil).
+func NewMetrics(reg prometheus.Registerer) *Metrics {
+	m := &Metrics{
+		Held: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "elasti_resolver_held_requests",
+			Help: "Requests and connections currently held waiting for a ready endpoint.",
+		}, esLabels),
+		HoldDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "elasti_resolver_hold_duration_seconds",
+			Help:    "How long requests and connections were held before being forwarded, timed out or abandoned.",
+			Buckets: prometheus.ExponentialBuckets(0.01, 2.5, 12), // 10ms .. ~10min
+		}, esLabels),
+		Forwarded: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "elasti_resolver_forwarded_total",
+			Help: "Requests and connections forwarded to a ready endpoint.",
+		}, esLabels),
+		Rejected: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "elasti_resolver_rejected_total",
+			Help: "Requests and connections refused, by reason.",
+		}, append(esLabels, "reason")),
+		TimedOut: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "elasti_resolver_timed_out_total",
+			Help: "Requests and connections whose hold timeout passed before an endpoint was ready.",
+		}, esLabels),
+		Activations: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "elasti_resolver_activations_total",
+			Help: "Activation calls to the operator, by result.",
+		}, append(esLabels, "result")),
+		Listeners: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "elasti_resolver_open_listeners",
+			Help: "Pre-opened resolver ports currently listening.",
+		}),
+	}
+	if reg != nil {
+		reg.MustRegister(m.Held, m.HoldDuration, m.Forwarded, m.Rejected, m.TimedOut, m.Activations, m.Listeners)
+	}
+	return m
+}
+
+func (m *Metrics) reject(es types.NamespacedName, reason string) {
+	m.Rejected.WithLabelValues(es.Namespace, es.Name, reason).Inc()
+}

@@ -1,0 +1,137 @@
+package resolver
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"time"
+
+	"github.com/go-logr/logr"
+	"k8s.io/utils/clock"
+
+	"elasti.dev/elasti/internal/contract"
+)
+
+// Options configure a Resolver. Zero values take the defaults below, except
+// Activator (nil: no activation calls), Synced (nil: caches count as synced)
+// and Log (nil sink: discard).
+type Options struct {
+	// ListenAddress is the IP the resolver ports bind to; empty means all.
+	ListenAddress string
+	// PortRangeStart and PortRangeEnd bound the pre-opened ports, inclusive.
+	PortRangeStart int
+	PortRangeEnd   int
+
+	// UnmappedWait is how long a connection on a port without a mapping
+	// waits for one before it is refused.
+	UnmappedWait time.Duration
+	// HoldTimeout and MaxHeld apply where the ElastiService's spec.proxy
+	// does not set them.
+	HoldTimeout time.Duration
+	MaxHeld     int
+	// RetryAfter is sent with 503 when a hold queue is full.
+	RetryAfter time.Duration
+
+	// DialTimeout bounds one TCP connect to an endpoint.
+	DialTimeout time.Duration
+	// DialContext connects to a pod; nil means a plain net.Dialer. Tests
+	// inject one to stand in for pod networking.
+	DialContext func(ctx context.Context, network, addr string) (net.Conn, error)
+	// ReadHeaderTimeout, IdleTimeout and MaxHeaderBytes harden the L7
+	// server.
+	ReadHeaderTimeout time.Duration
+	IdleTimeout       time.Duration
+	MaxHeaderBytes    int
+	// MaxConcurrentStreams bounds HTTP/2 streams per client connection.
+	MaxConcurrentStreams int
+
+	// Activator wakes targets. ActivationTimeout bounds one call; failed
+	// calls are retried from ActivationBackoff doubling to
+	// ActivationMaxBackoff; a successful call is repeated every
+	// ActivationRefresh while requests are still held.
+	Activator            Activator
+	ActivationTimeout    time.Duration
+	ActivationBackoff    time.Duration
+	ActivationMaxBackoff time.Duration
+	ActivationRefresh    time.Duration
+
+	// Synced reports whether the ElastiService and EndpointSlice caches
+	// have synced; the resolver is not ready before.
+	Synced func() bool
+
+	Clock   clock.Clock
+	Log     logr.Logger
+	Metrics *Metrics
+}
+
+// Default option values.
+const (
+	DefaultUnmappedWait         = 2 * time.Second
+	DefaultHoldTimeout          = 5 * time.Minute
+	DefaultMaxHeld              = 1000
+	DefaultRetryAfter           = 5 * time.Second
+	DefaultDialTimeout          = 3 * time.Second
+	DefaultReadHeaderTimeout    = 10 * time.Second
+	DefaultIdleTimeout          = 90 * time.Second
+	DefaultMaxHeaderBytes       = 64 << 10
+	DefaultMaxConcurrentStreams = 1000
+	DefaultActivationTimeout    = 15 * time.Second
+	DefaultActivationBackoff    = 250 * time.Millisecond
+	DefaultActivationMaxBackoff = 10 * time.Second
+	DefaultActivationRefresh    = 30 * time.Second
+)
+
+func (o *Options) setDefaults() {
+	if o.PortRangeStart == 0 && o.PortRangeEnd == 0 {
+		o.PortRangeStart, o.PortRangeEnd = contract.DefaultPortRangeStart, contract.DefaultPortRangeEnd
+	}
+	setDuration(&o.UnmappedWait, DefaultUnmappedWait)
+	setDuration(&o.HoldTimeout, DefaultHoldTimeout)
+	if o.MaxHeld <= 0 {
+		o.MaxHeld = DefaultMaxHeld
+	}
+	setDuration(&o.RetryAfter, DefaultRetryAfter)
+	setDuration(&o.DialTimeout, DefaultDialTimeout)
+	setDuration(&o.ReadHeaderTimeout, DefaultReadHeaderTimeout)
+	setDuration(&o.IdleTimeout, DefaultIdleTimeout)
+	if o.MaxHeaderBytes <= 0 {
+		o.MaxHeaderBytes = DefaultMaxHeaderBytes
+	}
+	if o.MaxConcurrentStreams <= 0 {
+		o.MaxConcurrentStreams = DefaultMaxConcurrentStreams
+	}
+	setDuration(&o.ActivationTimeout, DefaultActivationTimeout)
+	setDuration(&o.ActivationBackoff, DefaultActivationBackoff)
+	setDuration(&o.ActivationMaxBackoff, DefaultActivationMaxBackoff)
+	setDuration(&o.ActivationRefresh, DefaultActivationRefresh)
+	if o.DialContext == nil {
+		o.DialContext = (&net.Dialer{}).DialContext
+	}
+	if o.Synced == nil {
+		o.Synced = func() bool { return true }
+	}
+	if o.Clock == nil {
+		o.Clock = clock.RealClock{}
+	}
+	if o.Metrics == nil {
+		o.Metrics = NewMetrics(nil)
+	}
+}
+
+func setDuration(d *time.Duration, def time.Duration) {
+	if *d <= 0 {
+		*d = def
+	}
+}
+
+func (o *Options) validate() error {
+	var errs []error
+	if o.PortRangeStart < 1 || o.PortRangeEnd > 65535 || o.PortRangeStart > o.PortRangeEnd {
+		errs = append(errs, fmt.Errorf("port range %d-%d: want 1 <= start <= end <= 65535", o.PortRangeStart, o.PortRangeEnd))
+	}
+	if o.ActivationBackoff > o.ActivationMaxBackoff {
+		errs = append(errs, fmt.Errorf("activation backoff %s exceeds its maximum %s", o.ActivationBackoff, o.ActivationMaxBackoff))
+	}
+	return errors.Join(errs...)
+}

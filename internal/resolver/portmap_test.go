@@ -1,0 +1,193 @@
+package resolver
+
+import (
+	"context"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	elastiv1alpha1 "elasti.dev/elasti/api/v1alpha1"
+)
+
+func elastiService(ns, name, svc string, proxy *elastiv1alpha1.ProxySpec, ports ...elastiv1alpha1.ProxyPort) *elastiv1alpha1.ElastiService {
+	return &elastiv1alpha1.ElastiService{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+		Spec:       elastiv1alpha1.ElastiServiceSpec{Service: svc, Proxy: proxy},
+		Status:     elastiv1alpha1.ElastiServiceStatus{ProxyPorts: ports},
+	}
+}
+
+func TestTargetsOf(t *testing.T) {
+	es := types.NamespacedName{Namespace: "demo", Name: "web"}
+	svc := types.NamespacedName{Namespace: "demo", Name: "websvc"}
+	tests := []struct {
+		name string
+		in   *elastiv1alpha1.ElastiService
+		want map[int32]Target
+	}{
+		{
+			name: "ports with defaults",
+			in: elastiService("demo", "web", "websvc", nil,
+				elastiv1alpha1.ProxyPort{Name: "http", Port: 80, ResolverPort: 20001},
+				elastiv1alpha1.ProxyPort{Name: "db", Port: 5432, Protocol: "TCP", ResolverPort: 20002}),
+			want: map[int32]Target{
+				20001: {ElastiService: es, Service: svc, PortName: "http", Port: 80},
+				20002: {ElastiService: es, Service: svc, PortName: "db", Port: 5432},
+			},
+		},
+		{
+			name: "spec.proxy bounds are carried",
+			in: elastiService("demo", "web", "websvc", &elastiv1alpha1.ProxySpec{HoldTimeout: "90s", MaxHeldRequests: 7},
+				elastiv1alpha1.ProxyPort{Port: 8080, AppProtocol: "grpc", ResolverPort: 20003}),
+			want: map[int32]Target{
+				20003: {ElastiService: es, Service: svc, Port: 8080, AppProtocol: "grpc", HoldTimeout: 90 * time.Second, MaxHeld: 7},
+			},
+		},
+		{
+			name: "a bad hold timeout falls back to the default",
+			in: elastiService("demo", "web", "websvc", &elastiv1alpha1.ProxySpec{HoldTimeout: "soon"},
+				elastiv1alpha1.ProxyPort{Port: 80, ResolverPort: 20004}),
+			want: map[int32]Target{20004: {ElastiService: es, Service: svc, Port: 80}},
+		},
+		{
+			name: "UDP and unallocated ports are skipped",
+			in: elastiService("demo", "web", "websvc", nil,
+				elastiv1alpha1.ProxyPort{Name: "dns", Port: 53, Protocol: "UDP", ResolverPort: 20005},
+				elastiv1alpha1.ProxyPort{Name: "later", Port: 81}),
+			want: map[int32]Target{},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if diff := cmp.Diff(tt.want, TargetsOf(tt.in)); diff != "" {
+				t.Errorf("TargetsOf (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestPortMapUpdates(t *testing.T) {
+	a := types.NamespacedName{Namespace: "ns", Name: "a"}
+	b := types.NamespacedName{Namespace: "ns", Name: "b"}
+	pp := func(port int32) elastiv1alpha1.ProxyPort {
+		return elastiv1alpha1.ProxyPort{Name: "http", Port: 80, ResolverPort: port}
+	}
+	tests := []struct {
+		name   string
+		events func(m *PortMap)
+		want   map[int32]types.NamespacedName // port -> owner
+	}{
+		{
+			name:   "set maps every port",
+			events: func(m *PortMap) { m.Set(elastiService("ns", "a", "sa", nil, pp(1), pp(2))) },
+			want:   map[int32]types.NamespacedName{1: a, 2: a},
+		},
+		{
+			name: "an update replaces earlier ports",
+			events: func(m *PortMap) {
+				m.Set(elastiService("ns", "a", "sa", nil, pp(1), pp(2)))
+				m.Set(elastiService("ns", "a", "sa", nil, pp(3)))
+			},
+			want: map[int32]types.NamespacedName{3: a},
+		},
+		{
+			name: "delete forgets",
+			events: func(m *PortMap) {
+				m.Set(elastiService("ns", "a", "sa", nil, pp(1)))
+				m.Set(elastiService("ns", "b", "sb", nil, pp(2)))
+				m.Delete(a)
+			},
+			want: map[int32]types.NamespacedName{2: b},
+		},
+		{
+			name: "a port claimed twice is unmapped until one claim goes",
+			events: func(m *PortMap) {
+				m.Set(elastiService("ns", "a", "sa", nil, pp(1), pp(5)))
+				m.Set(elastiService("ns", "b", "sb", nil, pp(5)))
+			},
+			want: map[int32]types.NamespacedName{1: a},
+		},
+		{
+			name: "the remaining claim wins once the other moves",
+			events: func(m *PortMap) {
+				m.Set(elastiService("ns", "a", "sa", nil, pp(5)))
+				m.Set(elastiService("ns", "b", "sb", nil, pp(5)))
+				m.Set(elastiService("ns", "a", "sa", nil, pp(6)))
+			},
+			want: map[int32]types.NamespacedName{5: b, 6: a},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			m := NewPortMap()
+			tt.events(m)
+			got := map[int32]types.NamespacedName{}
+			for port, target := range m.Targets() {
+				got[port] = target.ElastiService
+			}
+			if diff := cmp.Diff(tt.want, got); diff != "" {
+				t.Errorf("mappings (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestPortMapLookupWaitsForMapping(t *testing.T) {
+	m := NewPortMap()
+	got := make(chan bool, 1)
+	go func() {
+		_, ok := m.Lookup(context.Background(), 7, time.Minute, time.After)
+		got <- ok
+	}()
+	// An unrelated update wakes the waiter without satisfying it.
+	m.Set(elastiService("ns", "other", "svc", nil, elastiv1alpha1.ProxyPort{Port: 80, ResolverPort: 8}))
+	m.Set(elastiService("ns", "a", "svc", nil, elastiv1alpha1.ProxyPort{Port: 80, ResolverPort: 7}))
+	select {
+	case ok := <-got:
+		if !ok {
+			t.Fatal("Lookup gave up although the mapping arrived")
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("Lookup did not return after the mapping arrived")
+	}
+}
+
+func TestPortMapLookupGivesUp(t *testing.T) {
+	m := NewPortMap()
+	expire := make(chan time.Time)
+	got := make(chan bool, 1)
+	go func() {
+		_, ok := m.Lookup(context.Background(), 7, time.Second, func(time.Duration) <-chan time.Time { return expire })
+		got <- ok
+	}()
+	expire <- time.Now()
+	if <-got {
+		t.Fatal("Lookup found a mapping that never arrived")
+	}
+	if _, ok := m.Lookup(context.Background(), 7, 0, time.After); ok {
+		t.Fatal("Lookup without wait found a mapping")
+	}
+}
+
+func BenchmarkPortMapLookup(b *testing.B) {
+	m := NewPortMap()
+	for i := range 1000 {
+		m.Set(elastiService("ns", "es-"+strconv.Itoa(i), "svc", nil,
+			elastiv1alpha1.ProxyPort{Name: "http", Port: 80, ResolverPort: int32(20000 + i)}))
+	}
+	ctx := context.Background()
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		i := 0
+		for pb.Next() {
+			if _, ok := m.Lookup(ctx, int32(20000+i%1000), time.Second, time.After); !ok {
+				b.Fatal("mapping missing")
+			}
+			i++
+		}
+	})
+}

@@ -1,0 +1,322 @@
+package resolver
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log"
+	"net"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"k8s.io/apimachinery/pkg/types"
+)
+
+// Errors a held request can end with.
+var (
+	// ErrHoldTimeout: no endpoint became ready within the hold timeout.
+	ErrHoldTimeout = errors.New("hold timeout passed before the target had a ready endpoint")
+	// ErrStopping: the resolver's drain timeout passed while still holding.
+	ErrStopping = errors.New("resolver is stopping")
+)
+
+// Resolver is one resolver replica's data plane: the pre-opened ports, the
+// L7 server and L4 splicer behind them, and the hold, activation and
+// forwarding logic they share.
+type Resolver struct {
+	opts      Options
+	ports     *PortMap
+	endpoints *Endpoints
+	holds     *HoldQueue
+	waker     *waker
+	dialer    *dialer
+	metrics   *Metrics
+
+	listeners *listenerSet
+	httpConns *connListener
+	server    *http.Server
+	proxy     http.Handler
+
+	// conns counts accepted connections still being handled, for the drain.
+	connsMu sync.Mutex
+	conns   int
+	idle    chan struct{}
+
+	started  atomic.Bool
+	draining atomic.Bool
+	// stopCtx ends held work when the drain timeout passes.
+	stopCtx context.Context
+	stop    context.CancelFunc
+}
+
+// New builds a Resolver that maps ports through ports and forwards to
+// endpoints. Nothing listens until Start.
+func New(ports *PortMap, endpoints *Endpoints, opts Options) (*Resolver, error) {
+	opts.setDefaults()
+	if err := opts.validate(); err != nil {
+		return nil, fmt.Errorf("resolver options: %w", err)
+	}
+	r := &Resolver{
+		opts:      opts,
+		ports:     ports,
+		endpoints: endpoints,
+		holds:     NewHoldQueue(),
+		metrics:   opts.Metrics,
+		httpConns: newConnListener(),
+	}
+	r.stopCtx, r.stop = context.WithCancel(context.Background())
+	r.dialer = &dialer{
+		endpoints:      endpoints,
+		clock:          opts.Clock,
+		dialFunc:       opts.DialContext,
+		attemptTimeout: opts.DialTimeout,
+		retryMin:       25 * time.Millisecond,
+		retryMax:       time.Second,
+	}
+	r.waker = &waker{
+		activator:      opts.Activator,
+		clock:          opts.Clock,
+		log:            opts.Log.WithName("activation"),
+		metrics:        opts.Metrics,
+		needed:         r.wakeNeeded,
+		callTimeout:    opts.ActivationTimeout,
+		initialBackoff: opts.ActivationBackoff,
+		maxBackoff:     opts.ActivationMaxBackoff,
+		refresh:        opts.ActivationRefresh,
+		running:        map[types.NamespacedName]bool{},
+	}
+	r.proxy = r.newProxy()
+	r.server = r.newServer()
+	return r, nil
+}
+
+// Start opens every port of the range and starts serving. It fails if any
+// port cannot be opened.
+func (r *Resolver) Start() error {
+	ls, err := openListeners(r.opts.ListenAddress, r.opts.PortRangeStart, r.opts.PortRangeEnd)
+	if err != nil {
+		return err
+	}
+	r.listeners = ls
+	r.metrics.Listeners.Set(float64(len(ls.listeners)))
+	go func() {
+		if err := r.server.Serve(r.httpConns); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			r.opts.Log.Error(err, "L7 server stopped")
+		}
+	}()
+	ls.serve(r.opts.Log, r.trackConn, r.handleConn)
+	r.started.Store(true)
+	r.opts.Log.Info("resolver ports open", "address", r.opts.ListenAddress, "from", r.opts.PortRangeStart, "to", r.opts.PortRangeEnd)
+	return nil
+}
+
+// Ready says why the resolver must not get traffic yet, or nil: every port
+// is open, the caches have synced, and it is not draining.
+func (r *Resolver) Ready() error {
+	switch {
+	case !r.started.Load():
+		return errors.New("ports not open yet")
+	case r.draining.Load():
+		return errors.New("draining")
+	case r.listeners.openCount() != len(r.listeners.listeners):
+		return fmt.Errorf("%d of %d ports listening", r.listeners.openCount(), len(r.listeners.listeners))
+	case !r.opts.Synced():
+		return errors.New("ElastiService and EndpointSlice caches not synced")
+	}
+	return nil
+}
+
+// Drain stops the resolver gracefully. Readiness turns false at once, so the
+// operator drops this replica from proxy slices; new connections are still
+// accepted for period while that propagates. Then the ports close and held
+// and in-flight work gets until ctx ends to finish, after which what is left
+// is cut.
+func (r *Resolver) Drain(ctx context.Context, period time.Duration) {
+	r.opts.Log.Info("draining: readiness is false, still accepting", "period", period)
+	r.drain(ctx, r.opts.Clock.After(period))
+}
+
+func (r *Resolver) drain(ctx context.Context, periodOver <-chan time.Time) {
+	r.draining.Store(true)
+	select {
+	case <-periodOver:
+	case <-ctx.Done():
+	}
+	r.opts.Log.Info("draining: ports closed, waiting for in-flight work")
+	if r.listeners != nil {
+		r.listeners.close()
+	}
+	if err := r.server.Shutdown(ctx); err != nil {
+		r.opts.Log.Info("drain timeout passed with requests in flight; cutting them", "err", err.Error())
+	}
+	r.stop()
+	select {
+	case <-r.connsIdle():
+	case <-ctx.Done():
+	}
+	_ = r.server.Close()
+	r.opts.Log.Info("drained")
+}
+
+// Close stops everything at once; for tests.
+func (r *Resolver) Close() {
+	r.draining.Store(true)
+	if r.listeners != nil {
+		r.listeners.close()
+	}
+	r.stop()
+	_ = r.server.Close()
+	<-r.connsIdle()
+}
+
+// Ports are the bound resolver ports.
+func (r *Resolver) Ports() []int32 { return r.listeners.ports() }
+
+func (r *Resolver) trackConn() func() {
+	r.connsMu.Lock()
+	r.conns++
+	r.connsMu.Unlock()
+	return func() {
+		r.connsMu.Lock()
+		defer r.connsMu.Unlock()
+		r.conns--
+		if r.conns == 0 && r.idle != nil {
+			close(r.idle)
+			r.idle = nil
+		}
+	}
+}
+
+// connsIdle returns a channel closed once no accepted connection is still
+// being dispatched or spliced.
+func (r *Resolver) connsIdle() <-chan struct{} {
+	r.connsMu.Lock()
+	defer r.connsMu.Unlock()
+	ch := make(chan struct{})
+	if r.conns == 0 {
+		close(ch)
+		return ch
+	}
+	if r.idle == nil {
+		r.idle = make(chan struct{})
+	}
+	return r.idle
+}
+
+// handleConn dispatches one accepted connection by its port's mapping: L7
+// to the HTTP server, L4 to the splicer, unmapped to a refusal.
+func (r *Resolver) handleConn(c net.Conn, port int32) {
+	t, ok := r.ports.Lookup(r.stopCtx, port, r.opts.UnmappedWait, r.opts.Clock.After)
+	if !ok {
+		r.refuseUnmapped(c, port)
+		return
+	}
+	if t.Layer() == LayerHTTP {
+		// The HTTP server owns the connection from here; it is tracked by
+		// the server's own Shutdown.
+		r.httpConns.push(&mappedConn{Conn: c, target: t, port: port, mapped: true})
+		return
+	}
+	r.serveTCP(c, t)
+}
+
+// httpPrefixes are how HTTP/1.x requests and the HTTP/2 preface start.
+var httpPrefixes = []string{"GET ", "HEAD", "POST", "PUT ", "DELE", "OPTI", "PATC", "CONN", "TRAC", "PRI "}
+
+// refuseUnmapped answers a connection on a port nobody claimed: an HTTP
+// client gets a 404 saying so, anything else is closed. The first bytes
+// decide, read with a short deadline so a silent client is not kept.
+func (r *Resolver) refuseUnmapped(c net.Conn, port int32) {
+	br := bufio.NewReaderSize(c, 64)
+	// Socket deadlines are wall-clock by nature; the injected clock is for
+	// decisions.
+	_ = c.SetReadDeadline(time.Now().Add(time.Second))
+	head, _ := br.Peek(4)
+	_ = c.SetReadDeadline(time.Time{})
+	for _, p := range httpPrefixes {
+		if string(head) == p {
+			r.httpConns.push(&mappedConn{Conn: c, port: port, r: br})
+			return
+		}
+	}
+	r.metrics.reject(types.NamespacedName{}, ReasonUnmappedPort)
+	r.opts.Log.V(1).Info("refused connection on unmapped port", "port", port)
+	_ = c.Close()
+}
+
+// hold returns once t has a ready endpoint, at once if it already has one.
+// Otherwise it takes a slot in t's hold queue, makes sure an activation is
+// under way, and waits for endpoint events until the hold timeout, the
+// caller's cancellation or the resolver's stop. The returned deadline bounds
+// the dial that follows.
+func (r *Resolver) hold(ctx context.Context, t Target) (deadline time.Time, err error) {
+	timeout := t.HoldTimeout
+	if timeout <= 0 {
+		timeout = r.opts.HoldTimeout
+	}
+	start := r.opts.Clock.Now()
+	// The deadline only bounds network dials, which run on the wall clock.
+	deadline = time.Now().Add(timeout)
+	changed := r.endpoints.Changed(t.Service)
+	if len(r.endpoints.Ready(t.Service, t.PortName)) > 0 {
+		return deadline, nil
+	}
+	limit := t.MaxHeld
+	if limit <= 0 {
+		limit = r.opts.MaxHeld
+	}
+	leave, err := r.holds.Enter(t.ElastiService, limit)
+	if err != nil {
+		r.metrics.reject(t.ElastiService, ReasonQueueFull)
+		return deadline, err
+	}
+	defer leave()
+	labels := []string{t.ElastiService.Namespace, t.ElastiService.Name}
+	held := r.metrics.Held.WithLabelValues(labels...)
+	held.Inc()
+	defer held.Dec()
+	defer func() {
+		r.metrics.HoldDuration.WithLabelValues(labels...).Observe(r.opts.Clock.Since(start).Seconds())
+	}()
+	r.waker.ensure(r.stopCtx, t)
+
+	timer := r.opts.Clock.NewTimer(timeout)
+	defer timer.Stop()
+	for {
+		select {
+		case <-changed:
+		case <-timer.C():
+			r.metrics.TimedOut.WithLabelValues(labels...).Inc()
+			return deadline, ErrHoldTimeout
+		case <-ctx.Done():
+			return deadline, fmt.Errorf("client went away while held: %w", context.Cause(ctx))
+		case <-r.stopCtx.Done():
+			return deadline, ErrStopping
+		}
+		changed = r.endpoints.Changed(t.Service)
+		if len(r.endpoints.Ready(t.Service, t.PortName)) > 0 {
+			return deadline, nil
+		}
+	}
+}
+
+// wakeNeeded is the waker's condition: requests are held and no endpoint of
+// the Service is ready.
+func (r *Resolver) wakeNeeded(t Target) bool {
+	return r.holds.Held(t.ElastiService) > 0 && !r.endpoints.AnyReady(t.Service)
+}
+
+// logWriter adapts the standard library's error logs to logr at V(1): they
+// are per-connection noise (bad handshakes, resets), not operator news.
+type logWriter struct{ r *Resolver }
+
+func (w logWriter) Write(p []byte) (int, error) {
+	w.r.opts.Log.V(1).Info("http server", "detail", string(p))
+	return len(p), nil
+}
+
+func (r *Resolver) stdLogger() *log.Logger { return log.New(io.Writer(logWriter{r}), "", 0) }

@@ -1,0 +1,123 @@
+package resolver
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/go-logr/logr"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/clock"
+
+	"elasti.dev/elasti/internal/contract"
+)
+
+// Activator asks the operator to wake an ElastiService's target.
+type Activator interface {
+	Activate(ctx context.Context, namespace, name string) (*contract.ActivationResponse, error)
+}
+
+// statusCoder is implemented by activation errors that carry the operator's
+// HTTP status, so results can be told apart without importing the client.
+type statusCoder interface{ HTTPStatus() int }
+
+// waker makes sure that, while an ElastiService has held requests and its
+// target has no ready endpoint, exactly one loop per ElastiService calls the
+// operator: at once on the first held request, again with exponential backoff
+// after a failure, and again every refresh interval after a success in case
+// the wake was lost (operator restart, leader change).
+type waker struct {
+	activator Activator
+	clock     clock.Clock
+	log       logr.Logger
+	metrics   *Metrics
+	// needed reports whether the target still needs waking: requests are
+	// held and no endpoint is ready. It is evaluated under mu.
+	needed func(Target) bool
+
+	callTimeout    time.Duration
+	initialBackoff time.Duration
+	maxBackoff     time.Duration
+	refresh        time.Duration
+
+	mu      sync.Mutex
+	running map[types.NamespacedName]bool
+}
+
+// ensure starts the activation loop for t's ElastiService unless one runs.
+// Call it after the request took its hold slot, so that a loop deciding to
+// stop cannot miss this request.
+func (w *waker) ensure(ctx context.Context, t Target) {
+	if w.activator == nil {
+		return
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.running[t.ElastiService] {
+		return
+	}
+	w.running[t.ElastiService] = true
+	go w.run(ctx, t)
+}
+
+// stillNeeded decides under mu whether to go on; when not, it marks the loop
+// stopped in the same critical section that ensure checks.
+func (w *waker) stillNeeded(t Target) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.needed(t) {
+		return true
+	}
+	delete(w.running, t.ElastiService)
+	return false
+}
+
+func (w *waker) run(ctx context.Context, t Target) {
+	log := w.log.WithValues("elastiservice", t.ElastiService.String())
+	backoff := w.initialBackoff
+	for w.stillNeeded(t) {
+		callCtx, cancel := context.WithTimeout(ctx, w.callTimeout)
+		resp, err := w.activator.Activate(callCtx, t.ElastiService.Namespace, t.ElastiService.Name)
+		cancel()
+		result := activationResult(err)
+		w.metrics.Activations.WithLabelValues(t.ElastiService.Namespace, t.ElastiService.Name, result).Inc()
+		var wait time.Duration
+		if err == nil {
+			replicas := int32(0)
+			if resp != nil {
+				replicas = resp.Replicas
+			}
+			log.V(1).Info("activation accepted", "replicas", replicas)
+			wait, backoff = w.refresh, w.initialBackoff
+		} else {
+			log.Error(err, "activation failed", "result", result, "retryIn", backoff)
+			wait, backoff = backoff, min(2*backoff, w.maxBackoff)
+		}
+		select {
+		case <-w.clock.After(wait):
+		case <-ctx.Done():
+			w.mu.Lock()
+			delete(w.running, t.ElastiService)
+			w.mu.Unlock()
+			return
+		}
+	}
+}
+
+func activationResult(err error) string {
+	if err == nil {
+		return ActivationOK
+	}
+	var sc statusCoder
+	if errors.As(err, &sc) {
+		switch sc.HTTPStatus() {
+		case http.StatusUnauthorized, http.StatusForbidden:
+			return ActivationUnauthorized
+		case http.StatusNotFound:
+			return ActivationNotFound
+		}
+	}
+	return ActivationError
+}
