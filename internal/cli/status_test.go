@@ -1,0 +1,156 @@
+package cli
+
+import (
+	"bytes"
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	elastiv1alpha1 "elasti.dev/elasti/api/v1alpha1"
+	"elasti.dev/elasti/internal/contract"
+)
+
+func TestTriggerResult(t *testing.T) {
+	healthy := cond(elastiv1alpha1.ConditionTriggersHealthy, metav1.ConditionTrue, "Evaluated", "every trigger was evaluated")
+	cases := []struct {
+		name  string
+		conds []metav1.Condition
+		index int
+		want  string
+	}{
+		{
+			name:  "all idle",
+			conds: []metav1.Condition{healthy, cond(elastiv1alpha1.ConditionIdle, metav1.ConditionTrue, "AllTriggersIdle", "all 2 triggers report idle")},
+			index: 1,
+			want:  "idle: all 2 triggers report idle",
+		},
+		{
+			name:  "this trigger is active",
+			conds: []metav1.Condition{healthy, cond(elastiv1alpha1.ConditionIdle, metav1.ConditionFalse, "TriggerActive", "trigger 1: 4 is not below 0.1")},
+			index: 1,
+			want:  "active: 4 is not below 0.1",
+		},
+		{
+			name:  "another trigger is active",
+			conds: []metav1.Condition{healthy, cond(elastiv1alpha1.ConditionIdle, metav1.ConditionFalse, "TriggerActive", "trigger 1: 4 is not below 0.1")},
+			index: 0,
+			want:  "no result recorded: Idle=False (TriggerActive): trigger 1: 4 is not below 0.1",
+		},
+		{
+			name: "this trigger is unhealthy",
+			conds: []metav1.Condition{
+				cond(elastiv1alpha1.ConditionTriggersHealthy, metav1.ConditionFalse, "EmptyResult", "trigger 0: the query returned no sample"),
+				cond(elastiv1alpha1.ConditionIdle, metav1.ConditionUnknown, "TriggersUnhealthy", "a trigger cannot be evaluated"),
+			},
+			want: "unhealthy (EmptyResult): the query returned no sample",
+		},
+		{
+			name: "another trigger is unhealthy",
+			conds: []metav1.Condition{
+				cond(elastiv1alpha1.ConditionTriggersHealthy, metav1.ConditionFalse, "EmptyResult", "trigger 0: the query returned no sample"),
+				cond(elastiv1alpha1.ConditionIdle, metav1.ConditionUnknown, "TriggersUnhealthy", "a trigger cannot be evaluated"),
+			},
+			index: 1,
+			want:  "no result recorded: the evaluation stopped at an unhealthy trigger (EmptyResult)",
+		},
+		{
+			name:  "not evaluated",
+			conds: []metav1.Condition{cond(elastiv1alpha1.ConditionIdle, metav1.ConditionUnknown, "NotEvaluated", "evaluated once the cooldown is over")},
+			want:  "unknown: evaluated once the cooldown is over",
+		},
+		{name: "no conditions", want: "unknown: not evaluated yet"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := triggerResult(tc.conds, tc.index); got != tc.want {
+				t.Errorf("triggerResult:\n got  %s\n want %s", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestDescribe(t *testing.T) {
+	es := testES(annotate(contract.AnnotationKeepAwake, "true"), annotate("unrelated.example.com/x", "y"),
+		func(es *elastiv1alpha1.ElastiService) {
+			es.Spec.Triggers[0].Metadata.UptimeFilter = `container="prometheus"`
+			es.Spec.Triggers = append(es.Spec.Triggers, elastiv1alpha1.ScaleTrigger{
+				Type:     elastiv1alpha1.TriggerTypePrometheus,
+				Metadata: elastiv1alpha1.TriggerMetadata{Query: "vector(0)"},
+			})
+			es.Spec.EnabledPeriod = &elastiv1alpha1.EnabledPeriod{Schedule: "0 9 * * 1-5", Duration: "8h"}
+			es.Spec.Autoscaler = &elastiv1alpha1.AutoscalerRef{Type: elastiv1alpha1.AutoscalerKEDA, Name: "httpbin"}
+		})
+	var b bytes.Buffer
+	if err := describe(&b, es, scaleReading{current: 1, desired: 1}, testNow); err != nil {
+		t.Fatal(err)
+	}
+	want := `Name:            httpbin
+Namespace:       demo
+Service:         httpbin
+Target:          Deployment/httpbin (apps/v1)
+Replicas:        1 current, 1 desired, min 1
+Mode:            serve
+Cooldown:        900s
+Enabled period:  "0 9 * * 1-5" for 8h (UTC)
+Autoscaler:      keda httpbin
+Annotations:     elasti.dev/keep-awake=true
+Last wake:       3h ago (2026-03-02T09:00:00Z)
+Last sleep:      never
+Last reconcile:  never
+Scaling down:    no: elasti.dev/keep-awake=true pins it awake; ` + "`kubectl elasti allow-sleep httpbin`" + ` lifts it
+
+Conditions:
+  TYPE             STATUS  REASON              AGE  MESSAGE
+  Ready            True    Serving             60m  the Service routes straight to the target
+  Active           True    Serving             60m  the target has replicas
+  Idle             True    AllTriggersIdle     60m  all 1 triggers report idle
+  TriggersHealthy  True    Evaluated           60m  every trigger was evaluated
+  ProxyReady       True    ResolversAvailable  60m  ready resolvers can take the Service's traffic when the target sleeps
+
+Proxy ports:
+  NAME  PORT  PROTOCOL  APP-PROTOCOL  RESOLVER-PORT
+  http  80    TCP       -             20013
+
+Triggers:
+  [0] prometheus
+      Query:          sum(rate(http_requests_total{service="httpbin"}[1m])) or vector(0)
+      Threshold:      0.1; a value below it is idle
+      Server:         http://prometheus.monitoring:9090
+      Uptime filter:  container="prometheus"
+      Last result:    idle: all 1 triggers report idle
+  [1] prometheus
+      Query:        vector(0)
+      Threshold:    0 (default); a value below it is idle
+      Server:       the operator's --prometheus-address
+      Last result:  idle: all 1 triggers report idle
+`
+	if diff := cmp.Diff(want, b.String()); diff != "" {
+		t.Errorf("describe (-want +got):\n%s", diff)
+	}
+}
+
+func TestDescribeWithoutStatusOrScale(t *testing.T) {
+	es := testES(func(es *elastiv1alpha1.ElastiService) {
+		es.Status = elastiv1alpha1.ElastiServiceStatus{}
+		es.Spec.Triggers = nil
+	})
+	var b bytes.Buffer
+	if err := describe(&b, es, scaleReading{err: errors.New("cannot get deployments/scale")}, testNow); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		"Replicas:        unknown (min 1): cannot get deployments/scale",
+		"Mode:            -",
+		"Scaling down:    unknown: the operator has not reconciled this ElastiService yet",
+		"Conditions:\n  none yet",
+		"Proxy ports:\n  none allocated",
+		"Triggers:\n  none: the target never sleeps on its own",
+	} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("output lacks %q:\n%s", want, b.String())
+		}
+	}
+}
