@@ -1,0 +1,38 @@
+// Command elasti-operator runs the ElastiService reconciler and the
+// activation server. It only wires: flags -> config -> manager -> controller
+// and activation server -> start.
+package main
+
+import (
+	"flag"
+	"fmt"
+	"os"
+
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+)
+
+func main() {
+	opts := zap.Options{}
+	cfg, err := parseFlags(flag.CommandLine, os.Args[1:], os.Getenv, &opts)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(2)
+	}
+	log := zap.New(zap.UseFlagOptions(&opts))
+	flush := func() {}
+	if dsn := os.Getenv("SENTRY_DSN"); dsn != "" {
+		if log, flush, err = withSentry(log, dsn, os.Getenv("SENTRY_ENVIRONMENT")); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+	}
+	ctrl.SetLogger(log)
+	code := 0
+	if err := run(ctrl.SetupSignalHandler(), cfg, log); err != nil {
+		log.Error(err, "elasti-operator stopped")
+		code = 1
+	}
+	flush()
+	os.Exit(code)
+}

@@ -1,0 +1,91 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/go-logr/logr"
+	"k8s.io/apimachinery/pkg/runtime"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	elastiv1alpha1 "elasti.dev/elasti/api/v1alpha1"
+	"elasti.dev/elasti/internal/activation"
+	"elasti.dev/elasti/internal/controller"
+	"elasti.dev/elasti/internal/scaling"
+)
+
+// run builds the manager, the reconciler and the activation server, and runs
+// them until ctx ends.
+func run(ctx context.Context, o options, log logr.Logger) error {
+	scheme := runtime.NewScheme()
+	utilruntime.Must(clientgoscheme.AddToScheme(scheme))
+	utilruntime.Must(elastiv1alpha1.AddToScheme(scheme))
+
+	restCfg, err := ctrl.GetConfig()
+	if err != nil {
+		return fmt.Errorf("load kubeconfig: %w", err)
+	}
+	mgr, err := ctrl.NewManager(restCfg, ctrl.Options{
+		Scheme:                        scheme,
+		Cache:                         controller.CacheOptions(o.controller),
+		Metrics:                       metricsserver.Options{BindAddress: o.metricsAddr},
+		HealthProbeBindAddress:        o.probeAddr,
+		LeaderElection:                o.leaderElect,
+		LeaderElectionID:              o.leaderElectionID,
+		LeaderElectionNamespace:       o.leaderElectionNamespace,
+		LeaderElectionReleaseOnCancel: true,
+	})
+	if err != nil {
+		return fmt.Errorf("create manager: %w", err)
+	}
+	waker, err := controller.Setup(ctx, mgr, o.controller, controller.Deps{
+		Triggers: &scaling.Evaluator{Secrets: mgr.GetAPIReader(), DefaultServerAddress: o.prometheusAddress, Timeout: o.triggerTimeout},
+	})
+	if err != nil {
+		return err
+	}
+	saNS, saName, _ := strings.Cut(o.resolverServiceAccount, "/")
+	srv := &activation.Server{
+		Addr: o.activationAddr,
+		Authenticator: &activation.ServerAuthenticator{
+			Client: mgr.GetClient(), ServiceAccountNamespace: saNS, ServiceAccountName: saName, Audiences: o.activationAudiences,
+		},
+		Waker: waker,
+		Log:   log.WithName("activation"),
+	}
+	if _, err := srv.Listen(); err != nil {
+		return err
+	}
+	if err := mgr.Add(srv); err != nil {
+		return fmt.Errorf("add the activation server: %w", err)
+	}
+	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
+		return fmt.Errorf("add healthz check: %w", err)
+	}
+	if err := mgr.AddReadyzCheck("caches", cachesSynced(mgr)); err != nil {
+		return fmt.Errorf("add readyz check: %w", err)
+	}
+	log.Info("starting elasti-operator", "resolverNamespace", o.controller.ResolverNamespace,
+		"portRange", fmt.Sprintf("%d-%d", o.controller.PortRangeStart, o.controller.PortRangeEnd), "activation", o.activationAddr)
+	return mgr.Start(ctx)
+}
+
+// cachesSynced is ready once the informers this replica started have synced.
+func cachesSynced(mgr ctrl.Manager) healthz.Checker {
+	return func(req *http.Request) error {
+		ctx, cancel := context.WithTimeout(req.Context(), time.Second)
+		defer cancel()
+		if !mgr.GetCache().WaitForCacheSync(ctx) {
+			return errors.New("informer caches have not synced")
+		}
+		return nil
+	}
+}

@@ -1,0 +1,17 @@
+// Package activation is the wake-up channel between the planes: the
+// resolver's client asks, the operator's server (the "ElastiServer") wakes.
+//
+// The wire protocol is contract.ActivationPath: a POST with a JSON
+// contract.ActivationRequest and "Authorization: Bearer <token>", where the
+// token is the resolver pod's ServiceAccount token. The server verifies it
+// with a TokenReview and accepts only the configured resolver
+// ServiceAccount. Answers:
+//
+//	200 contract.ActivationResponse  the target was woken (or the wake was
+//	                                 handed to the leader)
+//	400 malformed request            405 not a POST
+//	401 no token or invalid token    403 a valid token of another identity
+//	404 unknown ElastiService        503 the wake did not finish in time; retry
+//
+// Server code lives in server*.go, client code in client*.go.
+package activation

@@ -1,0 +1,170 @@
+//go:build integration
+
+package controller
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"sync"
+	"testing"
+	"time"
+
+	authenticationv1 "k8s.io/api/authentication/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+
+	elastiv1alpha1 "elasti.dev/elasti/api/v1alpha1"
+	"elasti.dev/elasti/internal/activation"
+	"elasti.dev/elasti/internal/contract"
+	"elasti.dev/elasti/internal/scaling"
+)
+
+// serviceAccountToken creates a ServiceAccount and returns a token for it
+// from the TokenRequest API.
+func serviceAccountToken(t *testing.T, ns, name string) string {
+	t.Helper()
+	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}
+	mustCreate(t, sa)
+	tr := &authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: ptr.To(int64(3600))}}
+	if err := k8s.SubResource("token").Create(context.Background(), sa, tr); err != nil {
+		t.Fatalf("request a token for %s/%s: %v", ns, name, err)
+	}
+	return tr.Status.Token
+}
+
+// startActivationServer serves the activation API on loopback with waker.
+func startActivationServer(t *testing.T, resolverNS string, waker activation.ServerWaker) string {
+	t.Helper()
+	srv := &activation.Server{
+		Addr: "127.0.0.1:0",
+		Authenticator: &activation.ServerAuthenticator{
+			Client: k8s, ServiceAccountNamespace: resolverNS, ServiceAccountName: "elasti-resolver",
+		},
+		Waker: waker,
+		Log:   ctrl.Log.WithName("activation"),
+	}
+	addr, err := srv.Listen()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); _ = srv.Start(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+	return "http://" + addr.String() + contract.ActivationPath
+}
+
+func activate(url, token, ns, name string) (int, contract.ActivationResponse, error) {
+	body, _ := json.Marshal(contract.ActivationRequest{Namespace: ns, ElastiService: name})
+	req, err := http.NewRequest(http.MethodPost, url, bytes.NewReader(body))
+	if err != nil {
+		return 0, contract.ActivationResponse{}, err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	resp, err := (&http.Client{Timeout: time.Minute}).Do(req)
+	if err != nil {
+		return 0, contract.ActivationResponse{}, err
+	}
+	defer resp.Body.Close()
+	var out contract.ActivationResponse
+	if resp.StatusCode == http.StatusOK {
+		if err := json.NewDecoder(resp.Body).Decode(&out); err != nil {
+			return resp.StatusCode, out, err
+		}
+	}
+	return resp.StatusCode, out, nil
+}
+
+// TestActivation: a call with the resolver's ServiceAccount token, verified
+// by a real TokenReview, wakes the target at once; other callers are refused.
+func TestActivation(t *testing.T) {
+	op := startOperator(t, operatorOptions{triggers: newFakeTriggers(scaling.StateIdle)})
+	createResolver(t, op.resolverNS, "r1", true, "10.0.0.1")
+	createDeployment(t, op.ns, "web", 1)
+	createService(t, op.ns, "web")
+	createES(t, op.ns, "web", "web", "web", func(es *elastiv1alpha1.ElastiService) { es.Spec.MinTargetReplicas = 2 })
+	eventually(t, wait, "asleep", wantReplicas(op.ns, "web", 0))
+
+	url := startActivationServer(t, op.resolverNS, op.waker)
+	good := serviceAccountToken(t, op.resolverNS, "elasti-resolver")
+	intruder := serviceAccountToken(t, op.resolverNS, "intruder")
+	sameNameElsewhere := serviceAccountToken(t, op.ns, "elasti-resolver")
+
+	for _, tc := range []struct {
+		name, token, es string
+		want            int
+	}{
+		{"no token", "", "web", http.StatusUnauthorized},
+		{"garbage token", "not-a-jwt", "web", http.StatusUnauthorized},
+		{"wrong ServiceAccount", intruder, "web", http.StatusForbidden},
+		{"right name, wrong namespace", sameNameElsewhere, "web", http.StatusForbidden},
+		{"unknown ElastiService", good, "nope", http.StatusNotFound},
+	} {
+		code, _, err := activate(url, tc.token, op.ns, tc.es)
+		if err != nil || code != tc.want {
+			t.Errorf("%s: got %d (%v), want %d", tc.name, code, err, tc.want)
+		}
+	}
+	if got := deploymentReplicas(t, op.ns, "web"); got != 0 {
+		t.Fatalf("a refused call woke the target: %d replicas", got)
+	}
+
+	// Concurrent calls share one wake; each answers once the target has
+	// been scaled.
+	var wg sync.WaitGroup
+	errs := make(chan error, 20)
+	for i := 0; i < 20; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			code, resp, err := activate(url, good, op.ns, "web")
+			if err != nil || code != http.StatusOK || resp.Replicas != 2 {
+				errs <- fmt.Errorf("activation: %d %+v %w", code, resp, err)
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	if got := deploymentReplicas(t, op.ns, "web"); got != 2 {
+		t.Fatalf("after 200 OK the target has %d replicas, want 2", got)
+	}
+	if es := getES(t, op.ns, "web"); es.Status.LastScaledUpTime == nil {
+		t.Fatal("lastScaledUpTime not recorded")
+	}
+}
+
+// TestActivationThroughNonLeader: a replica that does not lead hands the
+// wake to the leader through the wake-now annotation.
+func TestActivationThroughNonLeader(t *testing.T) {
+	op := startOperator(t, operatorOptions{triggers: newFakeTriggers(scaling.StateIdle)})
+	createResolver(t, op.resolverNS, "r1", true, "10.0.0.1")
+	createDeployment(t, op.ns, "api", 1)
+	createService(t, op.ns, "api")
+	createES(t, op.ns, "api", "api", "api")
+	eventually(t, wait, "asleep", wantReplicas(op.ns, "api", 0))
+
+	follower := &Waker{Reader: k8s, Writer: k8s, Elected: make(chan struct{})} // never elected
+	url := startActivationServer(t, op.resolverNS, follower)
+	code, resp, err := activate(url, serviceAccountToken(t, op.resolverNS, "elasti-resolver"), op.ns, "api")
+	if err != nil || code != http.StatusOK || resp.Replicas != 1 {
+		t.Fatalf("activation through a follower: %d %+v %v", code, resp, err)
+	}
+	eventually(t, wait, "leader woke the target", wantReplicas(op.ns, "api", 1))
+	eventually(t, wait, "wake-now consumed", func() error {
+		if _, ok := getES(t, op.ns, "api").Annotations[contract.AnnotationWakeNow]; ok {
+			return fmt.Errorf("annotation still set")
+		}
+		return nil
+	})
+}

@@ -1,0 +1,68 @@
+package controller
+
+import (
+	"fmt"
+	"time"
+
+	"k8s.io/utils/clock"
+
+	"elasti.dev/elasti/internal/contract"
+)
+
+// Config is the reconciler's configuration; cmd/elasti-operator fills it from
+// flags.
+type Config struct {
+	// ResolverNamespace is where the resolver pods run.
+	ResolverNamespace string
+	// PortRangeStart and PortRangeEnd bound the resolver ports, inclusive.
+	PortRangeStart, PortRangeEnd int32
+	// GracePeriod is how long the proxy slice is in place before the target
+	// is scaled to zero, so that data planes converge.
+	GracePeriod time.Duration
+	// PollingInterval is how often an awake target's triggers are evaluated.
+	PollingInterval time.Duration
+	// WatchNamespaces limits the ElastiServices (and their Services, slices
+	// and targets) that are watched. Empty means all namespaces. Port
+	// allocation is collision-free among the watched ElastiServices.
+	WatchNamespaces []string
+	// MaxConcurrentReconciles is the number of parallel reconciles.
+	MaxConcurrentReconciles int
+	// WakeTimeout bounds how long an activation call waits for the wake.
+	WakeTimeout time.Duration
+	// Clock is injected so tests control time. Nil means the real clock.
+	Clock clock.Clock
+	// SkipNameValidation lets tests run several managers in one process.
+	SkipNameValidation bool
+}
+
+// DefaultConfig returns the defaults the flags also use.
+func DefaultConfig() Config {
+	return Config{
+		ResolverNamespace:       "elasti-system",
+		PortRangeStart:          contract.DefaultPortRangeStart,
+		PortRangeEnd:            contract.DefaultPortRangeEnd,
+		GracePeriod:             2 * time.Second,
+		PollingInterval:         30 * time.Second,
+		MaxConcurrentReconciles: 4,
+		WakeTimeout:             10 * time.Second,
+	}
+}
+
+// Validate reports a configuration that cannot work.
+func (c Config) Validate() error {
+	switch {
+	case c.ResolverNamespace == "":
+		return fmt.Errorf("resolver namespace must be set")
+	case c.PortRangeStart < 1 || c.PortRangeEnd > 65535 || c.PortRangeStart > c.PortRangeEnd:
+		return fmt.Errorf("resolver port range %d-%d is not a valid range within 1-65535", c.PortRangeStart, c.PortRangeEnd)
+	case c.GracePeriod < 0:
+		return fmt.Errorf("grace period %s must not be negative", c.GracePeriod)
+	case c.PollingInterval <= 0:
+		return fmt.Errorf("polling interval %s must be positive", c.PollingInterval)
+	case c.MaxConcurrentReconciles < 1:
+		return fmt.Errorf("max concurrent reconciles %d must be at least 1", c.MaxConcurrentReconciles)
+	case c.WakeTimeout <= 0:
+		return fmt.Errorf("wake timeout %s must be positive", c.WakeTimeout)
+	}
+	return nil
+}

@@ -1,0 +1,300 @@
+//go:build integration
+
+package controller
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
+	clocktesting "k8s.io/utils/clock/testing"
+
+	elastiv1alpha1 "elasti.dev/elasti/api/v1alpha1"
+	"elasti.dev/elasti/internal/contract"
+	"elasti.dev/elasti/internal/scaling"
+)
+
+func getScaledObject(t *testing.T, ns, name string) *unstructured.Unstructured {
+	t.Helper()
+	so := &unstructured.Unstructured{}
+	so.SetGroupVersionKind(scaling.ScaledObjectGVK)
+	if err := k8s.Get(context.Background(), types.NamespacedName{Namespace: ns, Name: name}, so); err != nil {
+		t.Fatalf("get ScaledObject: %v", err)
+	}
+	return so
+}
+
+func wantKEDAPaused(t *testing.T, ns, name string, paused bool) func() error {
+	return func() error {
+		ann := getScaledObject(t, ns, name).GetAnnotations()
+		_, p := ann[scaling.KEDAPausedReplicasAnnotation]
+		_, mark := ann[contract.AnnotationKEDAPaused]
+		if p != paused || mark != paused {
+			return fmt.Errorf("ScaledObject annotations %v, want paused=%v", ann, paused)
+		}
+		if paused && ann[scaling.KEDAPausedReplicasAnnotation] != "0" {
+			return fmt.Errorf("paused-replicas %q", ann[scaling.KEDAPausedReplicasAnnotation])
+		}
+		return nil
+	}
+}
+
+// TestKEDAPauseUnpauseAndDeletionRestores: KEDA is paused before the target
+// goes to zero and unpaused on wake; deleting the ElastiService while asleep
+// restores the Service, the target and KEDA.
+func TestKEDAPauseUnpauseAndDeletionRestores(t *testing.T) {
+	trig := newFakeTriggers(scaling.StateIdle)
+	op := startOperator(t, operatorOptions{triggers: trig})
+	createResolver(t, op.resolverNS, "r1", true, "10.0.0.1")
+	createDeployment(t, op.ns, "worker", 2)
+	createService(t, op.ns, "worker")
+	if err := k8s.Create(context.Background(), scaledObject(op.ns, "worker", "worker")); err != nil {
+		t.Fatalf("create ScaledObject: %v", err)
+	}
+	withKEDA := func(es *elastiv1alpha1.ElastiService) {
+		es.Spec.Autoscaler = &elastiv1alpha1.AutoscalerRef{Type: elastiv1alpha1.AutoscalerKEDA, Name: "worker"}
+		es.Spec.MinTargetReplicas = 3
+	}
+	createES(t, op.ns, "worker", "worker", "worker", withKEDA)
+	eventually(t, wait, "scaled to zero", wantReplicas(op.ns, "worker", 0))
+	eventually(t, wait, "KEDA paused", wantKEDAPaused(t, op.ns, "worker", true))
+
+	trig.set(scaling.StateActive)
+	patchAnnotation(t, op.ns, "worker", contract.AnnotationWakeNow, "test")
+	eventually(t, wait, "woken to minTargetReplicas", wantReplicas(op.ns, "worker", 3))
+	eventually(t, wait, "KEDA unpaused", wantKEDAPaused(t, op.ns, "worker", false))
+	setOwnSlice(t, op.ns, "worker", true) // the woken pods are ready
+	eventually(t, wait, "serve", wantMode(op.ns, "worker", elastiv1alpha1.ModeServe))
+	eventually(t, wait, "wake-now removed", func() error {
+		if _, ok := getES(t, op.ns, "worker").Annotations[contract.AnnotationWakeNow]; ok {
+			return errors.New("wake-now still set")
+		}
+		return nil
+	})
+
+	// Asleep again, then deleted.
+	trig.set(scaling.StateIdle)
+	eventually(t, wait, "asleep again", wantReplicas(op.ns, "worker", 0))
+	eventually(t, wait, "KEDA paused again", wantKEDAPaused(t, op.ns, "worker", true))
+	eventually(t, wait, "proxy slice", wantProxySlices(op.ns, "worker", 1))
+	if err := k8s.Delete(context.Background(), getES(t, op.ns, "worker")); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, wait, "ElastiService gone", func() error {
+		err := k8s.Get(context.Background(), types.NamespacedName{Namespace: op.ns, Name: "worker"}, &elastiv1alpha1.ElastiService{})
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		return fmt.Errorf("still there: %w", err)
+	})
+	for what, check := range map[string]func() error{
+		"target restored": wantReplicas(op.ns, "worker", 3),
+		"slice removed":   wantProxySlices(op.ns, "worker", 0),
+		"KEDA unpaused":   wantKEDAPaused(t, op.ns, "worker", false),
+	} {
+		if err := check(); err != nil {
+			t.Errorf("%s: %v", what, err)
+		}
+	}
+}
+
+// TestKEDAPausedByUserIsLeftAlone: a pause Elasti did not set survives a wake.
+func TestKEDAPausedByUserIsLeftAlone(t *testing.T) {
+	op := startOperator(t, operatorOptions{triggers: newFakeTriggers(scaling.StateActive)})
+	createResolver(t, op.resolverNS, "r1", true, "10.0.0.1")
+	createDeployment(t, op.ns, "job", 0)
+	createService(t, op.ns, "job")
+	so := scaledObject(op.ns, "job", "job")
+	so.SetAnnotations(map[string]string{scaling.KEDAPausedReplicasAnnotation: "0"})
+	if err := k8s.Create(context.Background(), so); err != nil {
+		t.Fatal(err)
+	}
+	createES(t, op.ns, "job", "job", "job", func(es *elastiv1alpha1.ElastiService) {
+		es.Spec.Autoscaler = &elastiv1alpha1.AutoscalerRef{Type: elastiv1alpha1.AutoscalerKEDA, Name: "job"}
+	})
+	eventually(t, wait, "proxy for a target at zero", wantMode(op.ns, "job", elastiv1alpha1.ModeProxy))
+	patchAnnotation(t, op.ns, "job", contract.AnnotationWakeNow, "x")
+	eventually(t, wait, "woken", wantReplicas(op.ns, "job", 1))
+	if v := getScaledObject(t, op.ns, "job").GetAnnotations()[scaling.KEDAPausedReplicasAnnotation]; v != "0" {
+		t.Fatalf("user's pause removed: %q", v)
+	}
+}
+
+// TestSpecServiceAndTargetChange: changing spec.service moves the proxy slice
+// to the new Service; changing scaleTargetRef restores the old target.
+func TestSpecServiceAndTargetChange(t *testing.T) {
+	op := startOperator(t, operatorOptions{triggers: newFakeTriggers(scaling.StateIdle)})
+	createResolver(t, op.resolverNS, "r1", true, "10.0.0.1")
+	createDeployment(t, op.ns, "old", 1)
+	createDeployment(t, op.ns, "new", 1)
+	createService(t, op.ns, "svc-a")
+	createService(t, op.ns, "svc-b", corev1.ServicePort{Name: "tcp", Port: 5432})
+	createES(t, op.ns, "es", "svc-a", "old")
+	eventually(t, wait, "old asleep", wantReplicas(op.ns, "old", 0))
+	eventually(t, wait, "proxy slice on svc-a", wantProxySlices(op.ns, "svc-a", 1))
+
+	es := getES(t, op.ns, "es")
+	es.Spec.Service = "svc-b"
+	if err := k8s.Update(context.Background(), es); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, wait, "slice left svc-a", wantProxySlices(op.ns, "svc-a", 0))
+	eventually(t, wait, "slice on svc-b", wantProxySlices(op.ns, "svc-b", 1))
+	eventually(t, wait, "ports of svc-b", func() error {
+		pp := getES(t, op.ns, "es").Status.ProxyPorts
+		if len(pp) != 1 || pp[0].Name != "tcp" || pp[0].Port != 5432 {
+			return fmt.Errorf("proxyPorts %+v", pp)
+		}
+		return nil
+	})
+
+	es = getES(t, op.ns, "es")
+	es.Spec.ScaleTargetRef.Name = "new"
+	if err := k8s.Update(context.Background(), es); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, wait, "old target restored", wantReplicas(op.ns, "old", 1))
+	setOwnSlice(t, op.ns, "svc-b", true) // the new target's pods are ready
+	eventually(t, wait, "serve on the new target", wantMode(op.ns, "es", elastiv1alpha1.ModeServe))
+	eventually(t, wait, "new target managed (asleep)", wantReplicas(op.ns, "new", 0))
+}
+
+// TestCooldown drives the cooldown with a fake clock: it counts from
+// lastScaledUpTime, or from creation before the first wake.
+func TestCooldown(t *testing.T) {
+	fake := clocktesting.NewFakeClock(time.Now())
+	op := startOperator(t, operatorOptions{
+		triggers: newFakeTriggers(scaling.StateIdle),
+		cfg:      func(c *Config) { c.Clock = fake },
+	})
+	createResolver(t, op.resolverNS, "r1", true, "10.0.0.1")
+	createDeployment(t, op.ns, "cool", 1)
+	createService(t, op.ns, "cool")
+	createES(t, op.ns, "cool", "cool", "cool", func(es *elastiv1alpha1.ElastiService) { es.Spec.CooldownPeriod = 600 })
+	eventually(t, wait, "reconciled", wantMode(op.ns, "cool", elastiv1alpha1.ModeServe))
+	never(t, 2*time.Second, "inside the cooldown", wantReplicas(op.ns, "cool", 1))
+	fake.Step(9 * time.Minute)
+	never(t, 2*time.Second, "still inside the cooldown", wantReplicas(op.ns, "cool", 1))
+	fake.Step(2 * time.Minute)
+	passGrace(t, fake, op.ns, "cool")
+	eventually(t, wait, "asleep after the cooldown", wantReplicas(op.ns, "cool", 0))
+
+	// A wake restarts the cooldown.
+	setOwnSlice(t, op.ns, "cool", true)
+	patchAnnotation(t, op.ns, "cool", contract.AnnotationWakeNow, "x")
+	eventually(t, wait, "woken", wantReplicas(op.ns, "cool", 1))
+	eventually(t, wait, "serve", wantMode(op.ns, "cool", elastiv1alpha1.ModeServe))
+	fake.Step(5 * time.Minute)
+	never(t, 2*time.Second, "cooldown restarted at the wake", wantReplicas(op.ns, "cool", 1))
+	fake.Step(6 * time.Minute)
+	passGrace(t, fake, op.ns, "cool")
+	eventually(t, wait, "asleep again", wantReplicas(op.ns, "cool", 0))
+}
+
+// passGrace waits for a scale-down to start, then moves the fake clock past
+// the grace period, which the reconciler times with the same clock.
+func passGrace(t *testing.T, fake *clocktesting.FakeClock, ns, name string) {
+	t.Helper()
+	eventually(t, wait, "scale-down started", wantCondition(ns, name, elastiv1alpha1.ConditionActive, metav1.ConditionTrue, ReasonScalingDown))
+	fake.Step(time.Second)
+}
+
+// TestEnabledPeriod drives the enabledPeriod window with a fake clock.
+func TestEnabledPeriod(t *testing.T) {
+	// Tomorrow 08:00 UTC: after the objects' real creation times (so the
+	// 1s cooldown is over), an hour before the 09:00 window opens.
+	now := time.Now().UTC()
+	start := time.Date(now.Year(), now.Month(), now.Day(), 8, 0, 0, 0, time.UTC).Add(24 * time.Hour)
+	fake := clocktesting.NewFakeClock(start)
+	op := startOperator(t, operatorOptions{
+		triggers: newFakeTriggers(scaling.StateIdle),
+		cfg:      func(c *Config) { c.Clock = fake },
+	})
+	createResolver(t, op.resolverNS, "r1", true, "10.0.0.1")
+	createDeployment(t, op.ns, "win", 1)
+	createService(t, op.ns, "win")
+	createES(t, op.ns, "win", "win", "win", func(es *elastiv1alpha1.ElastiService) {
+		es.Spec.EnabledPeriod = &elastiv1alpha1.EnabledPeriod{Schedule: "0 9 * * *", Duration: "1h"}
+	})
+	eventually(t, wait, "reconciled", wantMode(op.ns, "win", elastiv1alpha1.ModeServe))
+	never(t, 2*time.Second, "outside the window", wantReplicas(op.ns, "win", 1))
+	fake.SetTime(start.Add(time.Hour + 30*time.Second))
+	passGrace(t, fake, op.ns, "win")
+	eventually(t, wait, "asleep inside the window", wantReplicas(op.ns, "win", 0))
+
+	// After the window closes a woken target stays up.
+	fake.SetTime(start.Add(2*time.Hour + time.Minute))
+	setOwnSlice(t, op.ns, "win", true)
+	patchAnnotation(t, op.ns, "win", contract.AnnotationWakeNow, "x")
+	eventually(t, wait, "woken", wantReplicas(op.ns, "win", 1))
+	eventually(t, wait, "serve", wantMode(op.ns, "win", elastiv1alpha1.ModeServe))
+	never(t, 2*time.Second, "outside the window again", wantReplicas(op.ns, "win", 1))
+}
+
+// TestKeepAwake: the keep-awake annotation wins over idle triggers.
+func TestKeepAwake(t *testing.T) {
+	op := startOperator(t, operatorOptions{triggers: newFakeTriggers(scaling.StateIdle)})
+	createResolver(t, op.resolverNS, "r1", true, "10.0.0.1")
+	createDeployment(t, op.ns, "pinned", 1)
+	createService(t, op.ns, "pinned")
+	createES(t, op.ns, "pinned", "pinned", "pinned", func(es *elastiv1alpha1.ElastiService) {
+		es.Annotations = map[string]string{contract.AnnotationKeepAwake: "true"}
+	})
+	eventually(t, wait, "Idle=False KeepAwake", wantCondition(op.ns, "pinned", elastiv1alpha1.ConditionIdle, metav1.ConditionFalse, ReasonKeepAwake))
+	never(t, 2*time.Second, "kept awake", wantReplicas(op.ns, "pinned", 1))
+	patchAnnotation(t, op.ns, "pinned", contract.AnnotationKeepAwake, "false")
+	eventually(t, wait, "sleeps once released", wantReplicas(op.ns, "pinned", 0))
+}
+
+// TestRolloutTarget: an Argo Rollout sleeps and wakes through /scale.
+func TestRolloutTarget(t *testing.T) {
+	trig := newFakeTriggers(scaling.StateIdle)
+	op := startOperator(t, operatorOptions{triggers: trig})
+	createResolver(t, op.resolverNS, "r1", true, "10.0.0.1")
+	createService(t, op.ns, "ro")
+	ro := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "argoproj.io/v1alpha1", "kind": "Rollout",
+		"metadata": map[string]any{"name": "ro", "namespace": op.ns},
+		"spec": map[string]any{
+			"replicas": int64(2),
+			"selector": map[string]any{"matchLabels": map[string]any{"app": "ro"}},
+			"template": map[string]any{
+				"metadata": map[string]any{"labels": map[string]any{"app": "ro"}},
+				"spec":     map[string]any{"containers": []any{map[string]any{"name": "app", "image": "example.invalid/app:1"}}},
+			},
+			"strategy": map[string]any{"canary": map[string]any{}},
+		},
+	}}
+	mustCreate(t, ro)
+	createES(t, op.ns, "ro", "ro", "ro", func(es *elastiv1alpha1.ElastiService) {
+		es.Spec.ScaleTargetRef = elastiv1alpha1.ScaleTargetRef{APIVersion: "argoproj.io/v1alpha1", Kind: "Rollout", Name: "ro"}
+	})
+	replicas := func(want int64) func() error {
+		return func() error {
+			u := &unstructured.Unstructured{}
+			u.SetGroupVersionKind(ro.GroupVersionKind())
+			if err := k8s.Get(context.Background(), types.NamespacedName{Namespace: op.ns, Name: "ro"}, u); err != nil {
+				return err
+			}
+			got, _, _ := unstructured.NestedInt64(u.Object, "spec", "replicas")
+			if got != want {
+				return fmt.Errorf("rollout replicas %d, want %d", got, want)
+			}
+			return nil
+		}
+	}
+	eventually(t, wait, "rollout asleep", replicas(0))
+	trig.set(scaling.StateActive)
+	res, err := op.waker.Wake(ctxT(t), types.NamespacedName{Namespace: op.ns, Name: "ro"})
+	if err != nil || res.Replicas != 1 {
+		t.Fatalf("wake: %+v %v", res, err)
+	}
+	eventually(t, wait, "rollout awake", replicas(1))
+}

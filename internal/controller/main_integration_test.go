@@ -1,0 +1,436 @@
+//go:build integration
+
+package controller
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	elastiv1alpha1 "elasti.dev/elasti/api/v1alpha1"
+	"elasti.dev/elasti/internal/contract"
+	"elasti.dev/elasti/internal/scaling"
+	"elasti.dev/elasti/internal/scaling/scalingtest"
+	"elasti.dev/elasti/internal/testenv"
+)
+
+var (
+	env *testenv.Env
+	k8s client.Client
+)
+
+func TestMain(m *testing.M) {
+	os.Exit(runMain(m))
+}
+
+func runMain(m *testing.M) int {
+	keda, err := scalingtest.KEDAScaledObjectCRD()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	rollouts, err := scalingtest.RolloutCRD()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	env, err = testenv.Start(testenv.Options{ExtraCRDPaths: []string{keda, rollouts}})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer func() {
+		if err := env.Stop(); err != nil {
+			fmt.Fprintln(os.Stderr, "stop control plane:", err)
+		}
+	}()
+	fmt.Println(env.Banner())
+	k8s = env.Client
+	logOut := io.Discard
+	if os.Getenv("ELASTI_TEST_LOG") != "" {
+		logOut = os.Stderr
+	}
+	ctrl.SetLogger(zap.New(zap.WriteTo(logOut)))
+	return m.Run()
+}
+
+// fakeTriggers lets a test set what the triggers say.
+type fakeTriggers struct{ state atomic.Value }
+
+func newFakeTriggers(s scaling.State) *fakeTriggers {
+	f := &fakeTriggers{}
+	f.set(s)
+	return f
+}
+
+func (f *fakeTriggers) set(s scaling.State) { f.state.Store(s) }
+
+func (f *fakeTriggers) Evaluate(context.Context, *elastiv1alpha1.ElastiService) scaling.Result {
+	s := f.state.Load().(scaling.State)
+	if s == scaling.StateUnhealthy {
+		return scaling.Result{State: s, Reason: scaling.ReasonQueryFailed, Message: "fake failure"}
+	}
+	return scaling.Result{State: s, Message: "fake " + string(s)}
+}
+
+// operator is one running operator for one test.
+type operator struct {
+	ns, resolverNS string
+	waker          *Waker
+	mgr            ctrl.Manager
+}
+
+type operatorOptions struct {
+	cfg      func(*Config)
+	triggers triggerEvaluator
+	deps     func(*Deps)
+}
+
+var nsCounter atomic.Int64
+
+// newNamespace creates a namespace with a unique name. envtest has no
+// namespace controller, so namespaces are never removed; unique names keep
+// the tests apart.
+func newNamespace(t *testing.T, prefix string) string {
+	t.Helper()
+	name := fmt.Sprintf("%s-%d-%d", prefix, time.Now().UnixNano()%100000, nsCounter.Add(1))
+	if err := k8s.Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}); err != nil {
+		t.Fatalf("create namespace %s: %v", name, err)
+	}
+	return name
+}
+
+// startOperator runs a manager limited to a fresh namespace, with a fresh
+// resolver namespace, until the test ends.
+func startOperator(t *testing.T, o operatorOptions) *operator {
+	t.Helper()
+	op := &operator{ns: newNamespace(t, "es"), resolverNS: newNamespace(t, "resolvers")}
+	cfg := DefaultConfig()
+	cfg.ResolverNamespace = op.resolverNS
+	cfg.WatchNamespaces = []string{op.ns}
+	cfg.GracePeriod = 300 * time.Millisecond
+	cfg.PollingInterval = 300 * time.Millisecond
+	cfg.SkipNameValidation = true
+	cfg.WakeTimeout = 30 * time.Second
+	if o.cfg != nil {
+		o.cfg(&cfg)
+	}
+	mgr, err := ctrl.NewManager(env.Config, ctrl.Options{
+		Scheme:                 env.Scheme,
+		Cache:                  CacheOptions(cfg),
+		Metrics:                metricsserver.Options{BindAddress: "0"},
+		HealthProbeBindAddress: "0",
+	})
+	if err != nil {
+		t.Fatalf("create manager: %v", err)
+	}
+	deps := Deps{Triggers: o.triggers}
+	if o.deps != nil {
+		o.deps(&deps)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	op.waker, err = Setup(ctx, mgr, cfg, deps)
+	if err != nil {
+		cancel()
+		t.Fatalf("set up the controller: %v", err)
+	}
+	op.mgr = mgr
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		if err := mgr.Start(ctx); err != nil {
+			t.Errorf("manager: %v", err)
+		}
+	}()
+	t.Cleanup(func() { cancel(); wg.Wait() })
+	return op
+}
+
+// eventually polls fn until it returns nil or the timeout passes.
+func eventually(t *testing.T, timeout time.Duration, what string, fn func() error) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	var err error
+	for {
+		if err = fn(); err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: still failing after %s: %v", what, timeout, err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// never checks that fn keeps returning nil for the whole duration.
+func never(t *testing.T, d time.Duration, what string, fn func() error) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for time.Now().Before(deadline) {
+		if err := fn(); err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+const wait = 60 * time.Second
+
+func ctxT(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+func mustCreate(t *testing.T, obj client.Object) {
+	t.Helper()
+	if err := k8s.Create(context.Background(), obj); err != nil {
+		t.Fatalf("create %T %s: %v", obj, obj.GetName(), err)
+	}
+}
+
+func createDeployment(t *testing.T, ns, name string, replicas int32) {
+	t.Helper()
+	labels := map[string]string{"app": name}
+	mustCreate(t, &appsv1.Deployment{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+		Spec: appsv1.DeploymentSpec{
+			Replicas: ptr.To(replicas),
+			Selector: &metav1.LabelSelector{MatchLabels: labels},
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: labels},
+				Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: "example.invalid/app:1"}}},
+			},
+		},
+	})
+}
+
+func deploymentReplicas(t *testing.T, ns, name string) int32 {
+	t.Helper()
+	d := &appsv1.Deployment{}
+	if err := k8s.Get(context.Background(), types.NamespacedName{Namespace: ns, Name: name}, d); err != nil {
+		t.Fatalf("get deployment %s/%s: %v", ns, name, err)
+	}
+	return ptr.Deref(d.Spec.Replicas, 1)
+}
+
+func wantReplicas(ns, name string, want int32) func() error {
+	return func() error {
+		d := &appsv1.Deployment{}
+		if err := k8s.Get(context.Background(), types.NamespacedName{Namespace: ns, Name: name}, d); err != nil {
+			return err
+		}
+		if got := ptr.Deref(d.Spec.Replicas, 1); got != want {
+			return fmt.Errorf("deployment %s has %d replicas, want %d", name, got, want)
+		}
+		return nil
+	}
+}
+
+func createService(t *testing.T, ns, name string, ports ...corev1.ServicePort) {
+	t.Helper()
+	if len(ports) == 0 {
+		ports = []corev1.ServicePort{{Name: "http", Port: 80, TargetPort: intstr.FromInt32(8080), AppProtocol: ptr.To("http")}}
+	}
+	mustCreate(t, &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+		Spec:       corev1.ServiceSpec{Ports: ports, Selector: map[string]string{"app": name}},
+	})
+}
+
+type esOption func(*elastiv1alpha1.ElastiService)
+
+func createES(t *testing.T, ns, name, service, deployment string, opts ...esOption) *elastiv1alpha1.ElastiService {
+	t.Helper()
+	es := &elastiv1alpha1.ElastiService{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+		Spec: elastiv1alpha1.ElastiServiceSpec{
+			Service:           service,
+			ScaleTargetRef:    elastiv1alpha1.ScaleTargetRef{APIVersion: "apps/v1", Kind: "Deployment", Name: deployment},
+			MinTargetReplicas: 1,
+			CooldownPeriod:    1, // 0 would be omitted and defaulted to 900
+			Triggers: []elastiv1alpha1.ScaleTrigger{{Type: elastiv1alpha1.TriggerTypePrometheus, Metadata: elastiv1alpha1.TriggerMetadata{
+				ServerAddress: "http://127.0.0.1:1", Query: "vector(0)", Threshold: ptr.To(elastiv1alpha1.Threshold("1")),
+			}}},
+		},
+	}
+	for _, o := range opts {
+		o(es)
+	}
+	mustCreate(t, es)
+	return es
+}
+
+func getES(t *testing.T, ns, name string) *elastiv1alpha1.ElastiService {
+	t.Helper()
+	es := &elastiv1alpha1.ElastiService{}
+	if err := k8s.Get(context.Background(), types.NamespacedName{Namespace: ns, Name: name}, es); err != nil {
+		t.Fatalf("get ElastiService %s/%s: %v", ns, name, err)
+	}
+	return es
+}
+
+func wantMode(ns, name string, mode elastiv1alpha1.Mode) func() error {
+	return func() error {
+		es := &elastiv1alpha1.ElastiService{}
+		if err := k8s.Get(context.Background(), types.NamespacedName{Namespace: ns, Name: name}, es); err != nil {
+			return err
+		}
+		if es.Status.Mode != mode {
+			return fmt.Errorf("mode %q, want %q (conditions %v)", es.Status.Mode, mode, es.Status.Conditions)
+		}
+		return nil
+	}
+}
+
+func wantCondition(ns, name, typ string, status metav1.ConditionStatus, reason string) func() error {
+	return func() error {
+		es := &elastiv1alpha1.ElastiService{}
+		if err := k8s.Get(context.Background(), types.NamespacedName{Namespace: ns, Name: name}, es); err != nil {
+			return err
+		}
+		c := meta.FindStatusCondition(es.Status.Conditions, typ)
+		if c == nil || c.Status != status || (reason != "" && c.Reason != reason) {
+			return fmt.Errorf("condition %s is %+v, want %s/%s", typ, c, status, reason)
+		}
+		return nil
+	}
+}
+
+// createResolver creates a resolver pod and sets its status as a kubelet
+// would.
+func createResolver(t *testing.T, ns, name string, ready bool, ips ...string) {
+	t.Helper()
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: map[string]string{contract.LabelComponent: contract.ComponentResolver}},
+		Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "resolver", Image: "example.invalid/resolver:1"}}},
+	}
+	mustCreate(t, pod)
+	setResolverStatus(t, ns, name, ready, ips...)
+}
+
+func setResolverStatus(t *testing.T, ns, name string, ready bool, ips ...string) {
+	t.Helper()
+	pod := &corev1.Pod{}
+	if err := k8s.Get(context.Background(), types.NamespacedName{Namespace: ns, Name: name}, pod); err != nil {
+		t.Fatalf("get pod: %v", err)
+	}
+	status := corev1.ConditionFalse
+	if ready {
+		status = corev1.ConditionTrue
+	}
+	pod.Status.Phase = corev1.PodRunning
+	pod.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: status}}
+	pod.Status.PodIPs = nil
+	for _, ip := range ips {
+		pod.Status.PodIPs = append(pod.Status.PodIPs, corev1.PodIP{IP: ip})
+	}
+	if len(ips) > 0 {
+		pod.Status.PodIP = ips[0]
+	}
+	if err := k8s.Status().Update(context.Background(), pod); err != nil {
+		t.Fatalf("update pod status: %v", err)
+	}
+}
+
+func deletePod(t *testing.T, ns, name string) {
+	t.Helper()
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}
+	if err := k8s.Delete(context.Background(), pod, client.GracePeriodSeconds(0)); err != nil {
+		t.Fatalf("delete pod %s: %v", name, err)
+	}
+}
+
+// setOwnSlice writes the Service's own EndpointSlice, as the endpointslice
+// controller would, with one endpoint that is ready or not.
+func setOwnSlice(t *testing.T, ns, service string, ready bool) {
+	t.Helper()
+	name := service + "-own"
+	s := &discoveryv1.EndpointSlice{}
+	err := k8s.Get(context.Background(), types.NamespacedName{Namespace: ns, Name: name}, s)
+	exists := err == nil
+	if !exists {
+		s = &discoveryv1.EndpointSlice{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: map[string]string{
+			discoveryv1.LabelServiceName: service, contract.LabelManagedBy: "endpointslice-controller.k8s.io",
+		}}, AddressType: discoveryv1.AddressTypeIPv4}
+	}
+	s.Endpoints = []discoveryv1.Endpoint{{Addresses: []string{"10.1.0.7"}, Conditions: discoveryv1.EndpointConditions{Ready: ptr.To(ready)}}}
+	s.Ports = []discoveryv1.EndpointPort{{Name: ptr.To("http"), Port: ptr.To(int32(8080)), Protocol: ptr.To(corev1.ProtocolTCP)}}
+	if exists {
+		err = k8s.Update(context.Background(), s)
+	} else {
+		err = k8s.Create(context.Background(), s)
+	}
+	if err != nil {
+		t.Fatalf("write own EndpointSlice: %v", err)
+	}
+}
+
+// proxySlicesOf lists the proxy slices of a Service.
+func proxySlicesOf(ns, service string) ([]discoveryv1.EndpointSlice, error) {
+	list := &discoveryv1.EndpointSliceList{}
+	if err := k8s.List(context.Background(), list, client.InNamespace(ns), client.MatchingLabels{
+		discoveryv1.LabelServiceName: service, contract.LabelManagedBy: contract.ManagedBy,
+	}); err != nil {
+		return nil, err
+	}
+	return list.Items, nil
+}
+
+func wantProxySlices(ns, service string, n int) func() error {
+	return func() error {
+		s, err := proxySlicesOf(ns, service)
+		if err != nil {
+			return err
+		}
+		if len(s) != n {
+			return fmt.Errorf("%d proxy slices for %s, want %d", len(s), service, n)
+		}
+		return nil
+	}
+}
+
+func patchAnnotation(t *testing.T, ns, name, key, value string) {
+	t.Helper()
+	es := getES(t, ns, name)
+	orig := es.DeepCopy()
+	if es.Annotations == nil {
+		es.Annotations = map[string]string{}
+	}
+	es.Annotations[key] = value
+	if err := k8s.Patch(context.Background(), es, client.MergeFrom(orig)); err != nil {
+		t.Fatalf("annotate: %v", err)
+	}
+}
+
+func scaledObject(ns, name, target string) *unstructured.Unstructured {
+	u := &unstructured.Unstructured{Object: map[string]any{
+		"spec": map[string]any{"scaleTargetRef": map[string]any{"name": target}, "triggers": []any{map[string]any{
+			"type": "cpu", "metricType": "Utilization", "metadata": map[string]any{"value": "50"},
+		}}},
+	}}
+	u.SetGroupVersionKind(scaling.ScaledObjectGVK)
+	u.SetNamespace(ns)
+	u.SetName(name)
+	return u
+}

@@ -1,0 +1,67 @@
+package controller
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+	"sigs.k8s.io/controller-runtime/pkg/metrics"
+
+	elastiv1alpha1 "elasti.dev/elasti/api/v1alpha1"
+)
+
+// The operator's metrics. Labels are bounded: namespace and elastiservice
+// name the object, mode and result take a handful of fixed values.
+var (
+	reconcileDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name:    "elasti_operator_reconcile_duration_seconds",
+		Help:    "Time one ElastiService reconcile took, by result (success, error).",
+		Buckets: prometheus.ExponentialBuckets(0.001, 2, 15),
+	}, []string{"result"})
+	scaleOperations = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "elasti_operator_scale_operations_total",
+		Help: "Scale operations through /scale, by direction (up, down) and result (success, error).",
+	}, []string{"namespace", "elastiservice", "direction", "result"})
+	modeGauge = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "elasti_operator_mode",
+		Help: "1 for the mode an ElastiService is in (serve or proxy), 0 for the other.",
+	}, []string{"namespace", "elastiservice", "mode"})
+	triggerEvaluations = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "elasti_operator_trigger_evaluations_total",
+		Help: "Trigger evaluations, by result (idle, active, unhealthy).",
+	}, []string{"namespace", "elastiservice", "result"})
+	activations = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "elasti_operator_activations_total",
+		Help: "Wake requests received by the activation server, by result (woken, forwarded, not_found, error).",
+	}, []string{"namespace", "elastiservice", "result"})
+	resolverPortsAllocated = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "elasti_operator_resolver_ports_allocated",
+		Help: "Resolver ports this operator has allocated.",
+	})
+)
+
+func init() {
+	metrics.Registry.MustRegister(reconcileDuration, scaleOperations, modeGauge, triggerEvaluations, activations, resolverPortsAllocated)
+}
+
+func setModeMetric(namespace, name string, mode elastiv1alpha1.Mode) {
+	serve, proxy := 1.0, 0.0
+	if mode == elastiv1alpha1.ModeProxy {
+		serve, proxy = 0, 1
+	}
+	modeGauge.WithLabelValues(namespace, name, string(elastiv1alpha1.ModeServe)).Set(serve)
+	modeGauge.WithLabelValues(namespace, name, string(elastiv1alpha1.ModeProxy)).Set(proxy)
+}
+
+// forgetMetrics drops the series of a deleted ElastiService.
+func forgetMetrics(namespace, name string) {
+	labels := prometheus.Labels{"namespace": namespace, "elastiservice": name}
+	modeGauge.DeletePartialMatch(labels)
+	scaleOperations.DeletePartialMatch(labels)
+	triggerEvaluations.DeletePartialMatch(labels)
+	activations.DeletePartialMatch(labels)
+}
+
+func resultLabel(err error) string {
+	if err != nil {
+		return "error"
+	}
+	return "success"
+}

@@ -1,0 +1,227 @@
+package controller
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"sync"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	elastiv1alpha1 "elasti.dev/elasti/api/v1alpha1"
+)
+
+// ErrPortsExhausted means every resolver port in the range is taken.
+var ErrPortsExhausted = errors.New("no free resolver port left in the range")
+
+// indexResolverPorts indexes ElastiServices by the resolver ports in their
+// status, so that "who holds port p" is one cache lookup.
+const indexResolverPorts = "elasti.status.proxyPorts.resolverPort"
+
+func resolverPortsIndex(obj client.Object) []string {
+	es, ok := obj.(*elastiv1alpha1.ElastiService)
+	if !ok {
+		return nil
+	}
+	out := make([]string, 0, len(es.Status.ProxyPorts))
+	for _, p := range es.Status.ProxyPorts {
+		out = append(out, strconv.Itoa(int(p.ResolverPort)))
+	}
+	return out
+}
+
+// proxiedPorts returns the Service ports the resolver carries: TCP only, since
+// the resolver holds TCP connections and HTTP on top of them.
+func proxiedPorts(svc *corev1.Service) []corev1.ServicePort {
+	var out []corev1.ServicePort
+	for _, p := range svc.Spec.Ports {
+		if p.Protocol == "" || p.Protocol == corev1.ProtocolTCP {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// portAllocator hands out resolver ports. The durable record is every
+// ElastiService's status.proxyPorts, read from the cache, so a new leader
+// re-derives what is taken. The in-memory reservations cover allocations made
+// by this process whose status write has not reached the cache yet.
+// Allocation is serialized by mu; only the leader reconciles.
+type portAllocator struct {
+	start, end int32
+	// holders finds which ElastiServices have port p in their status.
+	holders func(ctx context.Context, port int32) ([]elastiv1alpha1.ElastiService, error)
+
+	mu       sync.Mutex
+	reserved map[int32]types.NamespacedName
+	byKey    map[types.NamespacedName][]elastiv1alpha1.ProxyPort
+}
+
+func newPortAllocator(start, end int32, holders func(context.Context, int32) ([]elastiv1alpha1.ElastiService, error)) *portAllocator {
+	return &portAllocator{start: start, end: end, holders: holders, reserved: map[int32]types.NamespacedName{}, byKey: map[types.NamespacedName][]elastiv1alpha1.ProxyPort{}}
+}
+
+// cacheHolders looks port holders up through the cache index.
+func cacheHolders(c client.Reader) func(context.Context, int32) ([]elastiv1alpha1.ElastiService, error) {
+	return func(ctx context.Context, port int32) ([]elastiv1alpha1.ElastiService, error) {
+		list := &elastiv1alpha1.ElastiServiceList{}
+		if err := c.List(ctx, list, client.MatchingFields{indexResolverPorts: strconv.Itoa(int(port))}); err != nil {
+			return nil, fmt.Errorf("list ElastiServices holding resolver port %d: %w", port, err)
+		}
+		return list.Items, nil
+	}
+}
+
+// Allocate returns es's proxy ports for the Service's TCP ports: existing
+// allocations are kept (matched by port name) unless another ElastiService
+// with precedence holds the same port; new ones take the lowest free port.
+func (a *portAllocator) Allocate(ctx context.Context, es *elastiv1alpha1.ElastiService, svc *corev1.Service) ([]elastiv1alpha1.ProxyPort, error) {
+	key := client.ObjectKeyFromObject(es)
+	a.mu.Lock()
+	defer a.mu.Unlock()
+
+	previous := map[string]int32{}
+	for _, p := range es.Status.ProxyPorts {
+		previous[p.Name] = p.ResolverPort
+	}
+	// A reservation made by this process wins over a status that has not
+	// caught up yet.
+	for _, p := range a.byKey[key] {
+		previous[p.Name] = p.ResolverPort
+	}
+	inUse := map[int32]bool{}
+	var out []elastiv1alpha1.ProxyPort
+	for _, sp := range proxiedPorts(svc) {
+		pp := elastiv1alpha1.ProxyPort{Name: sp.Name, Port: sp.Port, Protocol: string(protocolOrTCP(sp.Protocol))}
+		if sp.AppProtocol != nil {
+			pp.AppProtocol = *sp.AppProtocol
+		}
+		if prev, ok := previous[sp.Name]; ok && !inUse[prev] {
+			free, err := a.freeFor(ctx, es, prev, true)
+			if err != nil {
+				return nil, err
+			}
+			if free {
+				pp.ResolverPort = prev
+			}
+		}
+		if pp.ResolverPort == 0 {
+			p, err := a.lowestFree(ctx, es, inUse)
+			if err != nil {
+				return nil, err
+			}
+			pp.ResolverPort = p
+		}
+		inUse[pp.ResolverPort] = true
+		out = append(out, pp)
+	}
+	a.setLocked(key, out)
+	return out, nil
+}
+
+// Release frees every port reserved for key.
+func (a *portAllocator) Release(key types.NamespacedName) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.setLocked(key, nil)
+}
+
+func (a *portAllocator) setLocked(key types.NamespacedName, ports []elastiv1alpha1.ProxyPort) {
+	for _, p := range a.byKey[key] {
+		if a.reserved[p.ResolverPort] == key {
+			delete(a.reserved, p.ResolverPort)
+		}
+	}
+	delete(a.byKey, key)
+	if len(ports) == 0 {
+		resolverPortsAllocated.Set(float64(len(a.reserved)))
+		return
+	}
+	for _, p := range ports {
+		a.reserved[p.ResolverPort] = key
+	}
+	a.byKey[key] = append([]elastiv1alpha1.ProxyPort(nil), ports...)
+	resolverPortsAllocated.Set(float64(len(a.reserved)))
+}
+
+func (a *portAllocator) lowestFree(ctx context.Context, es *elastiv1alpha1.ElastiService, inUse map[int32]bool) (int32, error) {
+	for p := a.start; p <= a.end; p++ {
+		if inUse[p] {
+			continue
+		}
+		free, err := a.freeFor(ctx, es, p, false)
+		if err != nil {
+			return 0, err
+		}
+		if free {
+			return p, nil
+		}
+	}
+	return 0, fmt.Errorf("%w (%d-%d)", ErrPortsExhausted, a.start, a.end)
+}
+
+// freeFor reports whether es may hold port p: it is in range, not reserved
+// by another ElastiService in this process, and not recorded by another
+// ElastiService. When es already held p (kept is true) and another one
+// records it too, the one with precedence keeps it.
+func (a *portAllocator) freeFor(ctx context.Context, es *elastiv1alpha1.ElastiService, p int32, kept bool) (bool, error) {
+	if p < a.start || p > a.end {
+		return false, nil
+	}
+	key := client.ObjectKeyFromObject(es)
+	if holder, ok := a.reserved[p]; ok && holder != key {
+		return false, nil
+	}
+	others, err := a.holders(ctx, p)
+	if err != nil {
+		return false, err
+	}
+	for i := range others {
+		o := &others[i]
+		okey := client.ObjectKeyFromObject(o)
+		if okey == key {
+			continue
+		}
+		if ports, ok := a.byKey[okey]; ok && !containsPort(ports, p) {
+			// This process moved o off p; the cache has not caught up.
+			continue
+		}
+		if !kept || precedes(o, es) {
+			return false, nil
+		}
+	}
+	return true, nil
+}
+
+// precedes decides which of two ElastiServices that claim the same port
+// keeps it: the older one, then the lower namespace/name. Both sides of a
+// collision agree, so exactly one moves.
+func precedes(a, b *elastiv1alpha1.ElastiService) bool {
+	at, bt := a.CreationTimestamp.Time, b.CreationTimestamp.Time
+	if !at.Equal(bt) {
+		return at.Before(bt)
+	}
+	if a.Namespace != b.Namespace {
+		return a.Namespace < b.Namespace
+	}
+	return a.Name < b.Name
+}
+
+func containsPort(ports []elastiv1alpha1.ProxyPort, p int32) bool {
+	for _, q := range ports {
+		if q.ResolverPort == p {
+			return true
+		}
+	}
+	return false
+}
+
+func protocolOrTCP(p corev1.Protocol) corev1.Protocol {
+	if p == "" {
+		return corev1.ProtocolTCP
+	}
+	return p
+}

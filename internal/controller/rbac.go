@@ -1,0 +1,27 @@
+package controller
+
+// The operator's permissions. `make manifests` turns these markers into
+// config/rbac. Scale subresources are granted per kind: to let Elasti scale
+// another custom resource, add get;list;watch on the resource and
+// get;update;patch on its /scale in a ClusterRole bound to the operator's
+// ServiceAccount (see docs/operator.md).
+//
+// There is no Secret rule: a trigger's authSecretRef is read only if the
+// namespace owner grants the operator get on that one Secret by name.
+
+// +kubebuilder:rbac:groups=elasti.dev,resources=elastiservices,verbs=get;list;watch;update;patch
+// +kubebuilder:rbac:groups=elasti.dev,resources=elastiservices/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups=elasti.dev,resources=elastiservices/finalizers,verbs=update
+// +kubebuilder:rbac:groups="",resources=services,verbs=get;list;watch
+// +kubebuilder:rbac:groups=discovery.k8s.io,resources=endpointslices,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch,namespace=elasti-system
+// +kubebuilder:rbac:groups=coordination.k8s.io,resources=leases,verbs=get;list;watch;create;update;patch;delete,namespace=elasti-system
+// +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
+// +kubebuilder:rbac:groups="",resources=events,verbs=create;patch
+// +kubebuilder:rbac:groups=apps,resources=deployments;statefulsets;replicasets,verbs=get;list;watch
+// +kubebuilder:rbac:groups=apps,resources=deployments/scale;statefulsets/scale;replicasets/scale,verbs=get;update;patch
+// +kubebuilder:rbac:groups=argoproj.io,resources=rollouts,verbs=get;list;watch
+// +kubebuilder:rbac:groups=argoproj.io,resources=rollouts/scale,verbs=get;update;patch
+// +kubebuilder:rbac:groups=keda.sh,resources=scaledobjects,verbs=get;patch
+// +kubebuilder:rbac:groups=autoscaling,resources=horizontalpodautoscalers,verbs=get
+// +kubebuilder:rbac:groups=authentication.k8s.io,resources=tokenreviews,verbs=create

@@ -1,0 +1,300 @@
+package controller
+
+import (
+	"context"
+	"fmt"
+	"reflect"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/selection"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/clock"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/source"
+
+	elastiv1alpha1 "elasti.dev/elasti/api/v1alpha1"
+	"elasti.dev/elasti/internal/contract"
+	"elasti.dev/elasti/internal/scaling"
+)
+
+// Field indexes on ElastiServices.
+const (
+	indexService = "elasti.spec.service"
+	indexMode    = "elasti.status.mode"
+)
+
+// Deps are the collaborators the reconciler talks to. Nil fields get the
+// real implementations built from the manager.
+type Deps struct {
+	Scaler      targetScaler
+	Autoscalers autoscalerControl
+	Triggers    triggerEvaluator
+	// PrometheusAddress is the default trigger serverAddress.
+	PrometheusAddress string
+}
+
+// Setup builds the reconciler, registers its indexes and watches with the
+// manager, and returns the Waker the activation server uses.
+func Setup(ctx context.Context, mgr ctrl.Manager, cfg Config, deps Deps) (*Waker, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if cfg.Clock == nil {
+		cfg.Clock = clock.RealClock{}
+	}
+	live := mgr.GetAPIReader()
+	if deps.Scaler == nil {
+		// /scale reads must be live: a cache would need list/watch on every
+		// target kind before its first use.
+		deps.Scaler = &scaling.Scaler{Client: mgr.GetClient()}
+	}
+	if deps.Autoscalers == nil {
+		deps.Autoscalers = &scaling.Autoscalers{Reader: live, Writer: mgr.GetClient()}
+	}
+	if deps.Triggers == nil {
+		deps.Triggers = &scaling.Evaluator{Secrets: live, DefaultServerAddress: deps.PrometheusAddress}
+	}
+
+	idx := mgr.GetFieldIndexer()
+	for name, fn := range map[string]client.IndexerFunc{
+		indexService:       func(o client.Object) []string { return []string{o.(*elastiv1alpha1.ElastiService).Spec.Service} },
+		indexTarget:        targetIndex,
+		indexResolverPorts: resolverPortsIndex,
+		indexMode:          func(o client.Object) []string { return []string{string(o.(*elastiv1alpha1.ElastiService).Status.Mode)} },
+	} {
+		if err := idx.IndexField(ctx, &elastiv1alpha1.ElastiService{}, name, fn); err != nil {
+			return nil, fmt.Errorf("index ElastiServices by %s: %w", name, err)
+		}
+	}
+
+	r := &Reconciler{
+		client:      mgr.GetClient(),
+		scaler:      deps.Scaler,
+		autoscalers: deps.Autoscalers,
+		triggers:    deps.Triggers,
+		recorder:    mgr.GetEventRecorder("elasti-operator"),
+		clock:       cfg.Clock,
+		cfg:         cfg,
+		ports:       newPortAllocator(cfg.PortRangeStart, cfg.PortRangeEnd, cacheHolders(mgr.GetClient())),
+		wakes:       newWakeRequests(),
+		grace:       map[types.NamespacedName]time.Time{},
+	}
+	c, err := ctrl.NewControllerManagedBy(mgr).
+		Named("elastiservice").
+		For(&elastiv1alpha1.ElastiService{}, builder.WithPredicates(elastiServiceChanged())).
+		Watches(&corev1.Service{}, handler.EnqueueRequestsFromMapFunc(r.forService), builder.WithPredicates(servicePortsChanged())).
+		Watches(&discoveryv1.EndpointSlice{}, handler.EnqueueRequestsFromMapFunc(r.forSlice), builder.WithPredicates(sliceReadinessChanged())).
+		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(r.forResolverPod), builder.WithPredicates(resolverPodChanged())).
+		WatchesRawSource(source.Channel(r.wakes.events, &handler.EnqueueRequestForObject{})).
+		WithOptions(controller.Options{
+			MaxConcurrentReconciles: cfg.MaxConcurrentReconciles,
+			SkipNameValidation:      ptr.To(cfg.SkipNameValidation),
+		}).
+		Build(r)
+	if err != nil {
+		return nil, fmt.Errorf("build the ElastiService controller: %w", err)
+	}
+	r.targets = &targetWatches{cache: mgr.GetCache(), ctrl: c, enqueue: r.forTarget, watched: map[schema.GroupVersionKind]bool{}}
+	return &Waker{Reader: live, Writer: mgr.GetClient(), Elected: mgr.Elected(), Timeout: cfg.WakeTimeout, wakes: r.wakes}, nil
+}
+
+// CacheOptions keeps the manager's caches to what the reconciler reads:
+// resolver pods only in their namespace and by label; EndpointSlices that
+// belong to a Service, trimmed to what readiness needs; Services trimmed to
+// their ports.
+func CacheOptions(cfg Config) cache.Options {
+	hasServiceName, _ := labels.NewRequirement(discoveryv1.LabelServiceName, selection.Exists, nil)
+	opts := cache.Options{
+		DefaultTransform: cache.TransformStripManagedFields(),
+		ByObject: map[client.Object]cache.ByObject{
+			&corev1.Pod{}: {
+				Namespaces: map[string]cache.Config{cfg.ResolverNamespace: {}},
+				Label:      labels.SelectorFromSet(labels.Set{contract.LabelComponent: contract.ComponentResolver}),
+				Transform:  trimPod,
+			},
+			&discoveryv1.EndpointSlice{}: {
+				Label:     labels.NewSelector().Add(*hasServiceName),
+				Transform: trimEndpointSlice,
+			},
+			&corev1.Service{}: {Transform: trimService},
+		},
+	}
+	if len(cfg.WatchNamespaces) > 0 {
+		opts.DefaultNamespaces = map[string]cache.Config{}
+		for _, ns := range cfg.WatchNamespaces {
+			opts.DefaultNamespaces[ns] = cache.Config{}
+		}
+	}
+	return opts
+}
+
+// trimPod keeps what readiness and the proxy slice need.
+func trimPod(obj any) (any, error) {
+	p, ok := obj.(*corev1.Pod)
+	if !ok {
+		return obj, nil
+	}
+	var ready []corev1.PodCondition
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodReady {
+			ready = append(ready, corev1.PodCondition{Type: c.Type, Status: c.Status})
+		}
+	}
+	return &corev1.Pod{
+		TypeMeta:   p.TypeMeta,
+		ObjectMeta: trimMeta(p.ObjectMeta),
+		Spec:       corev1.PodSpec{NodeName: p.Spec.NodeName},
+		Status:     corev1.PodStatus{PodIP: p.Status.PodIP, PodIPs: p.Status.PodIPs, Conditions: ready},
+	}, nil
+}
+
+// trimEndpointSlice keeps Elasti's own proxy slices whole, and reduces every
+// other slice to its first ready endpoint: the reconciler only asks whether
+// a Service has one.
+func trimEndpointSlice(obj any) (any, error) {
+	s, ok := obj.(*discoveryv1.EndpointSlice)
+	if !ok {
+		return obj, nil
+	}
+	if s.Labels[contract.LabelManagedBy] == contract.ManagedBy {
+		s.ManagedFields = nil
+		return s, nil
+	}
+	out := &discoveryv1.EndpointSlice{TypeMeta: s.TypeMeta, ObjectMeta: trimMeta(s.ObjectMeta), AddressType: s.AddressType}
+	for _, ep := range s.Endpoints {
+		if endpointReady(ep) {
+			out.Endpoints = []discoveryv1.Endpoint{{Addresses: ep.Addresses, Conditions: ep.Conditions}}
+			break
+		}
+	}
+	return out, nil
+}
+
+// trimService keeps the ports.
+func trimService(obj any) (any, error) {
+	s, ok := obj.(*corev1.Service)
+	if !ok {
+		return obj, nil
+	}
+	return &corev1.Service{TypeMeta: s.TypeMeta, ObjectMeta: trimMeta(s.ObjectMeta), Spec: corev1.ServiceSpec{Ports: s.Spec.Ports}}, nil
+}
+
+func trimMeta(m metav1.ObjectMeta) metav1.ObjectMeta {
+	return metav1.ObjectMeta{
+		Name: m.Name, Namespace: m.Namespace, UID: m.UID, ResourceVersion: m.ResourceVersion,
+		Generation: m.Generation, Labels: m.Labels, DeletionTimestamp: m.DeletionTimestamp,
+		OwnerReferences: m.OwnerReferences, CreationTimestamp: m.CreationTimestamp,
+	}
+}
+
+// elastiServiceChanged lets through what the reconciler must act on: spec
+// changes, annotations (wake-now, keep-awake), deletion and finalizers, but
+// not the operator's own status writes.
+func elastiServiceChanged() predicate.Predicate {
+	return predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
+		o, n := e.ObjectOld, e.ObjectNew
+		return o.GetGeneration() != n.GetGeneration() ||
+			!reflect.DeepEqual(o.GetAnnotations(), n.GetAnnotations()) ||
+			!reflect.DeepEqual(o.GetFinalizers(), n.GetFinalizers()) ||
+			!o.GetDeletionTimestamp().Equal(n.GetDeletionTimestamp())
+	}}
+}
+
+func servicePortsChanged() predicate.Predicate {
+	return predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
+		o, ok1 := e.ObjectOld.(*corev1.Service)
+		n, ok2 := e.ObjectNew.(*corev1.Service)
+		return !ok1 || !ok2 || !reflect.DeepEqual(o.Spec.Ports, n.Spec.Ports)
+	}}
+}
+
+// sliceReadinessChanged passes every change to Elasti's slices, and changes
+// of "has a ready endpoint" for the Services' own slices.
+func sliceReadinessChanged() predicate.Predicate {
+	return predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
+		o, ok1 := e.ObjectOld.(*discoveryv1.EndpointSlice)
+		n, ok2 := e.ObjectNew.(*discoveryv1.EndpointSlice)
+		if !ok1 || !ok2 || n.Labels[contract.LabelManagedBy] == contract.ManagedBy {
+			return true
+		}
+		return (len(o.Endpoints) > 0) != (len(n.Endpoints) > 0)
+	}}
+}
+
+// resolverPodChanged passes changes of readiness, addresses or deletion.
+func resolverPodChanged() predicate.Predicate {
+	return predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
+		o, ok1 := e.ObjectOld.(*corev1.Pod)
+		n, ok2 := e.ObjectNew.(*corev1.Pod)
+		if !ok1 || !ok2 {
+			return true
+		}
+		return podReady(o) != podReady(n) || !reflect.DeepEqual(o.Status.PodIPs, n.Status.PodIPs) ||
+			o.Status.PodIP != n.Status.PodIP || (o.DeletionTimestamp == nil) != (n.DeletionTimestamp == nil)
+	}}
+}
+
+func (r *Reconciler) forService(ctx context.Context, obj client.Object) []reconcile.Request {
+	return r.byIndex(ctx, obj.GetNamespace(), indexService, obj.GetName())
+}
+
+func (r *Reconciler) forSlice(ctx context.Context, obj client.Object) []reconcile.Request {
+	if obj.GetLabels()[contract.LabelManagedBy] == contract.ManagedBy {
+		var out []reconcile.Request
+		for _, o := range obj.GetOwnerReferences() {
+			if o.Kind == "ElastiService" {
+				out = append(out, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: obj.GetNamespace(), Name: o.Name}})
+			}
+		}
+		return out
+	}
+	svc := obj.GetLabels()[discoveryv1.LabelServiceName]
+	if svc == "" {
+		return nil
+	}
+	return r.byIndex(ctx, obj.GetNamespace(), indexService, svc)
+}
+
+// forResolverPod wakes up the ElastiServices whose proxy slice lists
+// resolvers; those in serve mode look at resolvers when they next need them.
+func (r *Reconciler) forResolverPod(ctx context.Context, _ client.Object) []reconcile.Request {
+	return r.byIndex(ctx, "", indexMode, string(elastiv1alpha1.ModeProxy))
+}
+
+// forTarget maps a target of one kind to the ElastiServices naming it.
+func (r *Reconciler) forTarget(gvk schema.GroupVersionKind) func(context.Context, *metav1.PartialObjectMetadata) []reconcile.Request {
+	return func(ctx context.Context, obj *metav1.PartialObjectMetadata) []reconcile.Request {
+		return r.byIndex(ctx, obj.GetNamespace(), indexTarget, targetKey(gvk.Group, gvk.Kind, obj.GetName()))
+	}
+}
+
+func (r *Reconciler) byIndex(ctx context.Context, namespace, index, value string) []reconcile.Request {
+	list := &elastiv1alpha1.ElastiServiceList{}
+	opts := []client.ListOption{client.MatchingFields{index: value}}
+	if namespace != "" {
+		opts = append(opts, client.InNamespace(namespace))
+	}
+	if err := r.client.List(ctx, list, opts...); err != nil {
+		ctrl.LoggerFrom(ctx).Error(err, "map an event to ElastiServices", "index", index, "value", value)
+		return nil
+	}
+	out := make([]reconcile.Request, 0, len(list.Items))
+	for i := range list.Items {
+		out = append(out, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&list.Items[i])})
+	}
+	return out
+}

@@ -1,0 +1,156 @@
+package controller
+
+import (
+	"fmt"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	elastiv1alpha1 "elasti.dev/elasti/api/v1alpha1"
+	"elasti.dev/elasti/internal/contract"
+	"elasti.dev/elasti/internal/scaling"
+)
+
+// Condition reasons beyond the Active ones in modes.go.
+const (
+	ReasonProxying            = "Proxying"
+	ReasonServiceNotFound     = "ServiceNotFound"
+	ReasonTargetNotFound      = "TargetNotFound"
+	ReasonPortsExhausted      = "PortsExhausted"
+	ReasonNoServicePorts      = "NoTCPServicePorts"
+	ReasonNoReadyResolvers    = "NoReadyResolvers"
+	ReasonResolversAvailable  = "ResolversAvailable"
+	ReasonProxySliceReady     = "ProxySliceReady"
+	ReasonAllTriggersIdle     = "AllTriggersIdle"
+	ReasonTriggerActive       = "TriggerActive"
+	ReasonTriggersUnhealthy   = "TriggersUnhealthy"
+	ReasonNotEvaluated        = "NotEvaluated"
+	ReasonNoTriggers          = "NoTriggers"
+	ReasonKeepAwake           = "KeepAwake"
+	ReasonEvaluated           = "Evaluated"
+	ReasonInvalidEnabledRange = "InvalidEnabledPeriod"
+)
+
+// effects is what a reconcile actually did, for the status and Events.
+type effects struct {
+	woke      bool
+	slept     bool
+	replicas  int32
+	targetErr string
+}
+
+// desiredStatus builds the status a reconcile should leave behind. It keeps
+// the Idle and TriggersHealthy conditions as they were when the triggers
+// were not evaluated this time, and sets no timestamp that did not change,
+// so an unchanged world produces an identical status and no write.
+func desiredStatus(es *elastiv1alpha1.ElastiService, o observed, p plan, fx effects, resolverNamespace string) elastiv1alpha1.ElastiServiceStatus {
+	st := *es.Status.DeepCopy()
+	now := metav1.NewTime(o.now)
+	st.ObservedGeneration = es.Generation
+	st.Mode = p.mode
+	if o.serviceFound && o.portsErr == nil {
+		st.ProxyPorts = o.ports
+	}
+	if fx.woke {
+		st.LastScaledUpTime = &now
+	}
+	if fx.slept {
+		st.LastScaledDownTime = &now
+	}
+	set := func(typ string, status metav1.ConditionStatus, reason, msg string) {
+		meta.SetStatusCondition(&st.Conditions, metav1.Condition{
+			Type: typ, Status: status, Reason: reason, Message: msg,
+			ObservedGeneration: es.Generation, LastTransitionTime: now,
+		})
+	}
+
+	// Ready: can Elasti do its job for this Service?
+	switch {
+	case !o.serviceFound:
+		set(elastiv1alpha1.ConditionReady, metav1.ConditionFalse, ReasonServiceNotFound,
+			fmt.Sprintf("Service %s/%s does not exist; create it or fix spec.service", es.Namespace, es.Spec.Service))
+	case o.portsErr != nil:
+		set(elastiv1alpha1.ConditionReady, metav1.ConditionFalse, ReasonPortsExhausted,
+			o.portsErr.Error()+"; widen the operator's and the resolver's --port-range")
+	case !o.targetFound:
+		set(elastiv1alpha1.ConditionReady, metav1.ConditionFalse, ReasonTargetNotFound,
+			fmt.Sprintf("scale target %s %s cannot be scaled: %s", es.Spec.ScaleTargetRef.Kind, es.Spec.ScaleTargetRef.Name, fx.targetErr))
+	case len(o.ports) == 0:
+		set(elastiv1alpha1.ConditionReady, metav1.ConditionFalse, ReasonNoServicePorts,
+			fmt.Sprintf("Service %s/%s has no TCP port the resolver could hold", es.Namespace, es.Spec.Service))
+	case p.mode == elastiv1alpha1.ModeProxy:
+		set(elastiv1alpha1.ConditionReady, metav1.ConditionTrue, ReasonProxying, "the resolvers receive the Service's traffic")
+	default:
+		set(elastiv1alpha1.ConditionReady, metav1.ConditionTrue, ReasonServing, "the Service routes straight to the target")
+	}
+
+	// Active: does the target have replicas?
+	switch {
+	case !o.targetFound:
+		set(elastiv1alpha1.ConditionActive, metav1.ConditionUnknown, ReasonTargetNotFound, "the scale target cannot be read")
+	case p.active == ReasonScaledToZero:
+		set(elastiv1alpha1.ConditionActive, metav1.ConditionFalse, ReasonScaledToZero, "the target is at zero replicas; the resolvers hold its traffic")
+	case p.active == ReasonScalingDown:
+		set(elastiv1alpha1.ConditionActive, metav1.ConditionTrue, ReasonScalingDown, "the triggers are idle; the target goes to zero after the grace period")
+	case p.active == ReasonWaking:
+		set(elastiv1alpha1.ConditionActive, metav1.ConditionTrue, ReasonWaking, "the target was woken and has no ready endpoint yet")
+	default:
+		set(elastiv1alpha1.ConditionActive, metav1.ConditionTrue, ReasonServing, "the target has replicas")
+	}
+
+	// Idle and TriggersHealthy.
+	switch {
+	case o.sleep.reason == gateNoTriggers:
+		set(elastiv1alpha1.ConditionIdle, metav1.ConditionFalse, ReasonNoTriggers, "no triggers: the target never sleeps on its own")
+		set(elastiv1alpha1.ConditionTriggersHealthy, metav1.ConditionTrue, ReasonNoTriggers, "no triggers to evaluate")
+	case o.sleep.reason == gateKeepAwake:
+		set(elastiv1alpha1.ConditionIdle, metav1.ConditionFalse, ReasonKeepAwake,
+			fmt.Sprintf("annotation %s=true keeps the target awake", contract.AnnotationKeepAwake))
+	case o.sleep.reason == gateInvalidWin:
+		set(elastiv1alpha1.ConditionTriggersHealthy, metav1.ConditionFalse, ReasonInvalidEnabledRange, o.sleep.message)
+	case o.triggers != nil:
+		switch o.triggers.State {
+		case scaling.StateIdle:
+			set(elastiv1alpha1.ConditionIdle, metav1.ConditionTrue, ReasonAllTriggersIdle, o.triggers.Message)
+			set(elastiv1alpha1.ConditionTriggersHealthy, metav1.ConditionTrue, ReasonEvaluated, "every trigger was evaluated")
+		case scaling.StateActive:
+			set(elastiv1alpha1.ConditionIdle, metav1.ConditionFalse, ReasonTriggerActive, o.triggers.Message)
+			set(elastiv1alpha1.ConditionTriggersHealthy, metav1.ConditionTrue, ReasonEvaluated, "every trigger was evaluated")
+		default:
+			set(elastiv1alpha1.ConditionIdle, metav1.ConditionUnknown, ReasonTriggersUnhealthy, "a trigger cannot be evaluated; the target is kept awake")
+			set(elastiv1alpha1.ConditionTriggersHealthy, metav1.ConditionFalse, o.triggers.Reason, o.triggers.Message)
+		}
+	}
+	for _, typ := range []string{elastiv1alpha1.ConditionIdle, elastiv1alpha1.ConditionTriggersHealthy} {
+		if meta.FindStatusCondition(st.Conditions, typ) == nil {
+			set(typ, metav1.ConditionUnknown, ReasonNotEvaluated, "the triggers are evaluated once the cooldown is over and inside the enabledPeriod")
+		}
+	}
+
+	// ProxyReady.
+	switch {
+	case o.resolvers == 0:
+		set(elastiv1alpha1.ConditionProxyReady, metav1.ConditionFalse, ReasonNoReadyResolvers,
+			fmt.Sprintf("no ready pod labelled %s=%s in namespace %s; the target is kept awake and the Service routes to it directly",
+				contract.LabelComponent, contract.ComponentResolver, resolverNamespace))
+	case p.mode == elastiv1alpha1.ModeProxy:
+		set(elastiv1alpha1.ConditionProxyReady, metav1.ConditionTrue, ReasonProxySliceReady, "the proxy EndpointSlice lists the ready resolvers")
+	default:
+		set(elastiv1alpha1.ConditionProxyReady, metav1.ConditionTrue, ReasonResolversAvailable, "ready resolvers can take the Service's traffic when the target sleeps")
+	}
+	return st
+}
+
+// statusChanged compares two statuses, ignoring lastReconciledTime.
+func statusChanged(a, b elastiv1alpha1.ElastiServiceStatus) bool {
+	a.LastReconciledTime, b.LastReconciledTime = nil, nil
+	return !equality.Semantic.DeepEqual(a, b)
+}
+
+// stamp sets lastReconciledTime on a status that is about to be written.
+func stamp(st *elastiv1alpha1.ElastiServiceStatus, now time.Time) {
+	t := metav1.NewTime(now)
+	st.LastReconciledTime = &t
+}

@@ -1,0 +1,58 @@
+package controller
+
+import (
+	"testing"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	elastiv1alpha1 "elasti.dev/elasti/api/v1alpha1"
+	"elasti.dev/elasti/internal/scaling"
+)
+
+// An unchanged world must give an unchanged status, so that polling never
+// writes.
+func TestDesiredStatusIsStable(t *testing.T) {
+	es := &elastiv1alpha1.ElastiService{ObjectMeta: metav1.ObjectMeta{Name: "a", Namespace: "n", Generation: 3}, Spec: elastiv1alpha1.ElastiServiceSpec{Service: "s"}}
+	t0 := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
+	o := observed{now: t0, serviceFound: true, targetFound: true, replicas: 1, resolvers: 1,
+		ports:    []elastiv1alpha1.ProxyPort{{Name: "http", Port: 80, ResolverPort: 20000}},
+		sleep:    sleepGate{allowed: true, polls: true, reason: gateOpen},
+		triggers: &scaling.Result{State: scaling.StateActive, Message: "trigger 0: at or above the threshold 1", Value: 3}}
+	p := decide(o)
+	st := desiredStatus(es, o, p, effects{}, "elasti-system")
+	if !statusChanged(es.Status, st) {
+		t.Fatal("the first status is no change")
+	}
+	stamp(&st, t0)
+	es.Status = st
+
+	o.now = t0.Add(time.Hour)
+	o.triggers = &scaling.Result{State: scaling.StateActive, Message: "trigger 0: at or above the threshold 1", Value: 7}
+	if next := desiredStatus(es, o, decide(o), effects{}, "elasti-system"); statusChanged(es.Status, next) {
+		t.Fatalf("a poll with the same outcome changed the status:\n%+v\n%+v", es.Status, next)
+	}
+	// Not evaluating (cooldown) keeps the trigger conditions.
+	o.triggers, o.sleep = nil, sleepGate{polls: true, wait: time.Minute, reason: gateCooldown}
+	next := desiredStatus(es, o, decide(o), effects{}, "elasti-system")
+	if statusChanged(es.Status, next) {
+		t.Fatal("skipping the evaluation changed the status")
+	}
+	// Unhealthy triggers show a reason.
+	o.sleep = sleepGate{allowed: true, polls: true, reason: gateOpen}
+	o.triggers = &scaling.Result{State: scaling.StateUnhealthy, Reason: scaling.ReasonEmptyResult, Message: "empty"}
+	next = desiredStatus(es, o, decide(o), effects{}, "elasti-system")
+	c := meta.FindStatusCondition(next.Conditions, elastiv1alpha1.ConditionTriggersHealthy)
+	if c == nil || c.Status != metav1.ConditionFalse || c.Reason != scaling.ReasonEmptyResult || !c.LastTransitionTime.Time.Equal(o.now) {
+		t.Fatalf("TriggersHealthy %+v", c)
+	}
+	if next.ObservedGeneration != 3 {
+		t.Fatalf("observedGeneration %d", next.ObservedGeneration)
+	}
+	// A wake records lastScaledUpTime.
+	next = desiredStatus(es, o, decide(o), effects{woke: true}, "elasti-system")
+	if next.LastScaledUpTime == nil || !next.LastScaledUpTime.Time.Equal(o.now) {
+		t.Fatalf("lastScaledUpTime %v", next.LastScaledUpTime)
+	}
+}

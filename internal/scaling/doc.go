@@ -1,0 +1,12 @@
+// Package scaling moves scale targets and reads the signals that decide when
+// they may sleep.
+//
+// Targets are scaled only through their /scale subresource, resolved with the
+// RESTMapper, so a Deployment, a StatefulSet, an Argo Rollout and any custom
+// resource with a scale subresource are handled alike. The package also
+// pauses and unpauses KEDA ScaledObjects, reads HPA floors, evaluates
+// Prometheus triggers and the enabledPeriod cron window.
+//
+// Nothing here decides; the controller does. Every function takes its inputs
+// explicitly (clients, clock, time) so it can be tested without a cluster.
+package scaling

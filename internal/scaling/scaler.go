@@ -1,0 +1,93 @@
+package scaling
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	elastiv1alpha1 "elasti.dev/elasti/api/v1alpha1"
+)
+
+// ErrTargetKindUnknown means the API server serves no resource for the
+// target's apiVersion and kind (a CRD that is not installed, or a typo).
+var ErrTargetKindUnknown = errors.New("scale target kind is not served by the API server")
+
+// scaleGVK is the kind every /scale subresource returns.
+var scaleGVK = schema.GroupVersionKind{Group: "autoscaling", Version: "v1", Kind: "Scale"}
+
+// Scaler reads and sets replicas through the /scale subresource.
+type Scaler struct {
+	// Client must be a live client (not a cache reader) with a RESTMapper
+	// that can resolve the target kinds.
+	Client client.Client
+}
+
+// TargetGVK parses a ScaleTargetRef's apiVersion and kind.
+func TargetGVK(ref elastiv1alpha1.ScaleTargetRef) (schema.GroupVersionKind, error) {
+	gv, err := schema.ParseGroupVersion(ref.APIVersion)
+	if err != nil {
+		return schema.GroupVersionKind{}, fmt.Errorf("parse scaleTargetRef.apiVersion %q: %w", ref.APIVersion, err)
+	}
+	return gv.WithKind(ref.Kind), nil
+}
+
+// Replicas returns the target's desired replica count (spec.replicas of its
+// /scale).
+func (s *Scaler) Replicas(ctx context.Context, namespace string, ref elastiv1alpha1.ScaleTargetRef) (int32, error) {
+	target, err := s.target(namespace, ref)
+	if err != nil {
+		return 0, err
+	}
+	sc := &unstructured.Unstructured{}
+	sc.SetGroupVersionKind(scaleGVK)
+	if err := s.Client.SubResource("scale").Get(ctx, target, sc); err != nil {
+		return 0, fmt.Errorf("get /scale of %s %s/%s: %w", ref.Kind, namespace, ref.Name, classify(err))
+	}
+	n, _, err := unstructured.NestedInt64(sc.Object, "spec", "replicas")
+	if err != nil {
+		return 0, fmt.Errorf("read spec.replicas of the /scale of %s %s/%s: %w", ref.Kind, namespace, ref.Name, err)
+	}
+	return int32(n), nil
+}
+
+// Scale sets the target's replica count through a merge patch of its /scale.
+func (s *Scaler) Scale(ctx context.Context, namespace string, ref elastiv1alpha1.ScaleTargetRef, replicas int32) error {
+	target, err := s.target(namespace, ref)
+	if err != nil {
+		return err
+	}
+	patch := fmt.Appendf(nil, `{"spec":{"replicas":%d}}`, replicas)
+	sc := &unstructured.Unstructured{}
+	sc.SetGroupVersionKind(scaleGVK)
+	if err := s.Client.SubResource("scale").Patch(ctx, target, client.RawPatch(types.MergePatchType, patch), client.WithSubResourceBody(sc)); err != nil {
+		return fmt.Errorf("scale %s %s/%s to %d: %w", ref.Kind, namespace, ref.Name, replicas, classify(err))
+	}
+	return nil
+}
+
+func (s *Scaler) target(namespace string, ref elastiv1alpha1.ScaleTargetRef) (*unstructured.Unstructured, error) {
+	gvk, err := TargetGVK(ref)
+	if err != nil {
+		return nil, err
+	}
+	u := &unstructured.Unstructured{}
+	u.SetGroupVersionKind(gvk)
+	u.SetNamespace(namespace)
+	u.SetName(ref.Name)
+	return u, nil
+}
+
+// classify turns a RESTMapper miss into ErrTargetKindUnknown, keeping the
+// original error in the chain.
+func classify(err error) error {
+	if meta.IsNoMatchError(err) {
+		return fmt.Errorf("%w: %w", ErrTargetKindUnknown, err)
+	}
+	return err
+}
