@@ -29,7 +29,7 @@ func (c Config) Down(ctx context.Context, logf Logf) error {
 
 func (c Config) down(ctx context.Context, logf Logf) error {
 	var errs []error
-	comps := c.components()
+	comps := append(c.components(), c.addons()...)
 	slices.Reverse(comps)
 	for _, comp := range comps {
 		// The state is thrown away, so nothing is gained by waiting long:

@@ -107,6 +107,12 @@ func (c Config) TakeSnapshot() (*Snapshot, error) {
 		_ = filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
 			if err == nil && d.IsDir() {
 				s.Cgroups = append(s.Cgroups, p)
+				// The machine's command runner gives every command
+				// (other sessions' builds too) a cgroup of its own
+				// here: other work's churn, never the cluster's.
+				if d.Name() == "process_api" {
+					return filepath.SkipDir
+				}
 			}
 			return nil
 		})

@@ -18,6 +18,13 @@ func (c Config) PrintStatus(ctx context.Context, w io.Writer) error {
 		}
 		fmt.Fprintf(w, "%-24s %s\n", comp.name, state)
 	}
+	for _, comp := range c.addons() {
+		state := "stopped (optional)"
+		if pid, ok := c.runningPID(comp.name); ok {
+			state = fmt.Sprintf("running (pid %d) at %s", pid, c.PrometheusURL())
+		}
+		fmt.Fprintf(w, "%-24s %s\n", comp.name, state)
+	}
 	switch {
 	case running == 0:
 		fmt.Fprintln(w, "cluster: down")

@@ -90,7 +90,7 @@ func (c Config) Up(ctx context.Context, logf Logf) error {
 	defer unlock()
 	if c.Running() {
 		logf("cluster already running")
-		return nil
+		return c.StartPrometheus(ctx, logf)
 	}
 	if err := c.preflight(); err != nil {
 		return err
@@ -199,6 +199,9 @@ func (c Config) Up(ctx context.Context, logf Logf) error {
 		return err
 	}
 	logf("cluster DNS answers (%s)", time.Since(start).Round(time.Millisecond))
+	if err := c.StartPrometheus(ctx, logf); err != nil {
+		return err
+	}
 	logf("cluster up in %s", time.Since(start).Round(time.Millisecond))
 	return nil
 }

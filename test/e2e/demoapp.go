@@ -15,6 +15,8 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"elasti.dev/elasti/test/cluster"
 )
 
 // DemoAppImage is the demo app (test/demoapp) as `make images` builds it.
@@ -37,7 +39,11 @@ func DemoAppDeployment(ns, name string, replicas int32) *appsv1.Deployment {
 			Replicas: ptr.To(replicas),
 			Selector: &metav1.LabelSelector{MatchLabels: labels},
 			Template: corev1.PodTemplateSpec{
-				ObjectMeta: metav1.ObjectMeta{Labels: labels},
+				// The cluster's Prometheus scrapes http_requests_total here.
+				ObjectMeta: metav1.ObjectMeta{Labels: labels, Annotations: map[string]string{
+					cluster.AnnotationScrape: "true",
+					cluster.AnnotationPort:   fmt.Sprint(DemoHTTPTarget),
+				}},
 				Spec: corev1.PodSpec{
 					TerminationGracePeriodSeconds: ptr.To[int64](2),
 					Containers: []corev1.Container{{

@@ -2,6 +2,7 @@
 // `make demo` and the end-to-end tests use. See docs/local-cluster.md.
 //
 //	elasti-cluster up|down|status|images|kubeconfig [--k8s-bin-dir DIR]
+//	elasti-cluster prometheus-stop|prometheus-start   (the optional Prometheus)
 //	elasti-cluster snapshot > before.json; elasti-cluster compare before.json
 package main
 
@@ -23,7 +24,7 @@ func main() {
 	fs := flag.NewFlagSet("elasti-cluster", flag.ExitOnError)
 	binDir := fs.String("k8s-bin-dir", os.Getenv("ELASTI_K8S_BIN"), "directory holding etcd and the Kubernetes binaries (default: the output of hack/k8s-binaries.sh)")
 	fs.Usage = func() {
-		fmt.Fprintln(os.Stderr, "usage: elasti-cluster up|down|status|images|kubeconfig|snapshot [--k8s-bin-dir DIR]\n       elasti-cluster compare SNAPSHOT.json")
+		fmt.Fprintln(os.Stderr, "usage: elasti-cluster up|down|status|images|kubeconfig|snapshot|prometheus-start|prometheus-stop [--k8s-bin-dir DIR]\n       elasti-cluster compare SNAPSHOT.json")
 		fs.PrintDefaults()
 	}
 	if len(os.Args) < 2 {
@@ -31,6 +32,21 @@ func main() {
 		os.Exit(2)
 	}
 	verb := os.Args[1]
+	if verb == "prometheus-sd" {
+		// The cluster's own daemon (see cluster.ServePrometheusSD):
+		// prometheus-sd KUBECONFIG ADDRESS.
+		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+		defer stop()
+		if len(os.Args) != 4 {
+			fs.Usage()
+			os.Exit(2)
+		}
+		if err := cluster.ServePrometheusSD(ctx, os.Args[2], os.Args[3]); err != nil {
+			fmt.Fprintf(os.Stderr, "elasti-cluster prometheus-sd: %v\n", err)
+			os.Exit(1)
+		}
+		return
+	}
 	_ = fs.Parse(os.Args[2:])
 	flag.CommandLine = fs
 
@@ -62,6 +78,10 @@ func run(ctx context.Context, verb, binDir string) error {
 		return cfg.Down(context.WithoutCancel(ctx), logf)
 	case "status":
 		return cfg.PrintStatus(ctx, os.Stdout)
+	case "prometheus-start":
+		return cfg.StartPrometheus(ctx, logf)
+	case "prometheus-stop":
+		return cfg.StopPrometheus()
 	case "images":
 		return cfg.BuildImages(ctx, logf)
 	case "kubeconfig":

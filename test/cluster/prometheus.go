@@ -1,0 +1,116 @@
+package cluster
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"time"
+)
+
+// PrometheusBin is the Debian package's Prometheus. It is dynamically linked,
+// so it runs as a process on the node's network rather than in a pod; pods
+// reach it at NodeIP:PrometheusPort.
+const PrometheusBin = "/usr/bin/prometheus"
+
+// PrometheusPort is where Prometheus listens on the node's address.
+const PrometheusPort = 9090
+
+// PrometheusComponent and PrometheusSDComponent are the optional
+// components' names (logs, PID files): Prometheus and its pod discovery.
+const (
+	PrometheusComponent   = "prometheus"
+	PrometheusSDComponent = "prometheus-sd"
+)
+
+// HasPrometheus reports whether this machine has the Prometheus binary; Up
+// starts it only then.
+func (c Config) HasPrometheus() bool { return fileExists(PrometheusBin) }
+
+// PrometheusURL is the Prometheus every pod and the host can reach.
+func (c Config) PrometheusURL() string {
+	return "http://" + netip.AddrPortFrom(c.NodeIP, PrometheusPort).String()
+}
+
+// addons are optional components, in start order: started after the
+// cluster's DNS answers when the Prometheus binary exists, stopped by Down
+// like the others, and not required for Running (a test may stop one on
+// purpose). The pod discovery is this very program (elasti-cluster
+// prometheus-sd).
+func (c Config) addons() []component {
+	if !c.HasPrometheus() {
+		return nil
+	}
+	self, _ := os.Executable()
+	return []component{{name: PrometheusSDComponent, bin: self, args: []string{
+		"prometheus-sd", c.Kubeconfig(), PrometheusSDAddress,
+	}}, {name: PrometheusComponent, bin: PrometheusBin, args: []string{
+		"--config.file=" + filepath.Join(c.etcDir(), "prometheus.yml"),
+		"--storage.tsdb.path=" + c.path("prometheus"),
+		"--storage.tsdb.retention.time=2h",
+		"--web.listen-address=" + netip.AddrPortFrom(c.NodeIP, PrometheusPort).String(),
+		"--log.level=warn",
+	}}}
+}
+
+// prometheusConfig scrapes the pods annotated prometheus.io/scrape: "true"
+// on the port named by prometheus.io/port (and prometheus.io/path), found
+// through the API server by the prometheus-sd component (ServePrometheusSD).
+// The short intervals let tests see traffic within seconds.
+func (c Config) prometheusConfig() string {
+	return fmt.Sprintf(`# Written by elasti-cluster: the local cluster's Prometheus.
+global:
+  scrape_interval: 2s
+  scrape_timeout: 2s
+  evaluation_interval: 2s
+scrape_configs:
+- job_name: pods
+  http_sd_configs:
+  - url: http://%s/targets
+    refresh_interval: 2s
+`, PrometheusSDAddress)
+}
+
+// StartPrometheus writes Prometheus's configuration, starts it in the node's
+// namespace and waits until it is ready. It does nothing when it already
+// runs or when the machine has no Prometheus.
+func (c Config) StartPrometheus(ctx context.Context, logf Logf) error {
+	if !c.HasPrometheus() {
+		logf("no %s: the cluster runs without Prometheus (hack/install-deps.sh installs it)", PrometheusBin)
+		return nil
+	}
+	if _, ok := c.runningPID(PrometheusComponent); ok {
+		return nil
+	}
+	if err := os.MkdirAll(c.path("prometheus"), 0o755); err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(c.etcDir(), "prometheus.yml"), []byte(c.prometheusConfig()), 0o644); err != nil {
+		return err
+	}
+	comps := c.addons()
+	nodeHTTP := &http.Client{Transport: &http.Transport{DialContext: c.NodeDialer().DialContext}, Timeout: 5 * time.Second}
+	if _, ok := c.runningPID(PrometheusSDComponent); !ok {
+		if err := c.spawn(comps[0]); err != nil {
+			return err
+		}
+		if err := c.waitFor(ctx, PrometheusSDComponent, time.Minute, httpOK(nodeHTTP, "http://"+PrometheusSDAddress+"/targets")); err != nil {
+			return err
+		}
+	}
+	if err := c.spawn(comps[1]); err != nil {
+		return err
+	}
+	if err := c.waitFor(ctx, PrometheusComponent, 2*time.Minute, httpOK(nodeHTTP, c.PrometheusURL()+"/-/ready")); err != nil {
+		return err
+	}
+	logf("prometheus ready at %s", c.PrometheusURL())
+	return nil
+}
+
+// StopPrometheus stops the cluster's Prometheus, as an outage would.
+func (c Config) StopPrometheus() error {
+	return c.stop(PrometheusComponent, 5*time.Second)
+}

@@ -1,0 +1,304 @@
+// Command demo narrates Elasti on the local cluster for `make demo`: it
+// installs Elasti, the demo app and an ElastiService, shows the app going to
+// sleep, wakes it with a request and measures what the wake cost, then
+// prints how to carry on by hand. hack/demo.sh builds and starts the cluster
+// first.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/tools/clientcmd"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	elastiv1alpha1 "elasti.dev/elasti/api/v1alpha1"
+	"elasti.dev/elasti/internal/contract"
+	"elasti.dev/elasti/test/cluster"
+	"elasti.dev/elasti/test/e2e"
+)
+
+const (
+	ns   = "demo"
+	name = "demoapp"
+)
+
+func main() {
+	if err := run(context.Background()); err != nil {
+		fmt.Fprintln(os.Stderr, "demo:", err)
+		os.Exit(1)
+	}
+}
+
+type demo struct {
+	cfg  cluster.Config
+	c    client.Client
+	http *http.Client
+	url  string
+}
+
+func say(format string, args ...any) {
+	fmt.Printf("%s  %s\n", time.Now().Format("15:04:05"), fmt.Sprintf(format, args...))
+}
+
+func run(ctx context.Context) error {
+	cfg, err := cluster.LocalConfig(os.Getenv("ELASTI_K8S_BIN"))
+	if err != nil {
+		return err
+	}
+	rc, err := clientcmd.BuildConfigFromFlags("", cfg.Kubeconfig())
+	if err != nil {
+		return err
+	}
+	scheme := runtime.NewScheme()
+	utilruntime.Must(clientgoscheme.AddToScheme(scheme))
+	utilruntime.Must(elastiv1alpha1.AddToScheme(scheme))
+	c, err := client.New(rc, client.Options{Scheme: scheme})
+	if err != nil {
+		return err
+	}
+	d := &demo{cfg: cfg, c: c, http: &http.Client{Timeout: 2 * time.Minute, Transport: &http.Transport{
+		DialContext: cfg.NodeDialer().DialContext, DisableKeepAlives: true,
+	}}}
+
+	say("Installing Elasti: kubectl apply -k test/e2e/testdata/elasti (config/default, polling every second)")
+	if _, err := cfg.Kubectl(ctx, "", "apply", "--server-side", "--force-conflicts", "-k", filepath.Join(cfg.RepoRoot, "test", "e2e", "testdata", "elasti")); err != nil {
+		return err
+	}
+	if err := d.poll(ctx, 3*time.Minute, d.rolledOut(e2e.ElastiNamespace, e2e.OperatorDeployment, e2e.ResolverDeployment)); err != nil {
+		return err
+	}
+	say("Elasti is up: 2 operator replicas (one leader) and 2 resolvers")
+
+	say("Deploying the demo app in namespace %q (Deployment + Service, scraped by Prometheus at %s)", ns, cfg.PrometheusURL())
+	if err := d.fresh(ctx); err != nil {
+		return err
+	}
+	var svc corev1.Service
+	if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &svc); err != nil {
+		return err
+	}
+	d.url = "http://" + net.JoinHostPort(svc.Spec.ClusterIP, fmt.Sprint(e2e.DemoHTTPPort)) + "/"
+	if err := d.poll(ctx, 2*time.Minute, func(ctx context.Context) error { _, err := d.get(ctx); return err }); err != nil {
+		return err
+	}
+
+	say("Baseline without Elasti: scale the Deployment 0 -> 1 by hand and time the first answer")
+	if err := d.scale(ctx, 0); err != nil {
+		return err
+	}
+	// Until the old pod is gone it may still answer (kube-proxy falls back
+	// to serving, terminating endpoints): start from nothing.
+	if err := d.poll(ctx, 2*time.Minute, d.noPods); err != nil {
+		return err
+	}
+	t0 := time.Now()
+	if err := d.scale(ctx, 1); err != nil {
+		return err
+	}
+	if err := e2e.Poll(ctx, 2*time.Minute, 20*time.Millisecond, func(ctx context.Context) error { _, err := d.get(ctx); return err }); err != nil {
+		return err
+	}
+	plain := time.Since(t0)
+	say("  plain scale 0 -> 1 answered after %s", plain.Round(time.Millisecond))
+
+	q := e2e.RequestRateQuery(ns, name)
+	say("Creating the ElastiService: sleep when %s < %s for a 10s cooldown", q, e2e.Threshold)
+	th := elastiv1alpha1.Threshold(e2e.Threshold)
+	es := &elastiv1alpha1.ElastiService{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
+		Spec: elastiv1alpha1.ElastiServiceSpec{
+			Service:           name,
+			ScaleTargetRef:    elastiv1alpha1.ScaleTargetRef{APIVersion: "apps/v1", Kind: "Deployment", Name: name},
+			MinTargetReplicas: 1,
+			CooldownPeriod:    10,
+			Triggers: []elastiv1alpha1.ScaleTrigger{{Type: elastiv1alpha1.TriggerTypePrometheus, Metadata: elastiv1alpha1.TriggerMetadata{
+				ServerAddress: cfg.PrometheusURL(), Query: q, Threshold: &th,
+			}}},
+		},
+	}
+	if err := c.Create(ctx, es); err != nil {
+		return err
+	}
+	say("Nobody calls the app now. Waiting for the cooldown and the scale to zero ...")
+	if err := d.poll(ctx, 3*time.Minute, d.asleep); err != nil {
+		return err
+	}
+	say("  asleep: mode=proxy, Deployment at 0 replicas, the Service's traffic goes to the resolvers")
+
+	say("A request arrives at zero: GET %s", d.url)
+	t1 := time.Now()
+	body, err := d.get(ctx)
+	if err != nil {
+		return err
+	}
+	wake := time.Since(t1)
+	say("  answered %q after %s (cold start)", trim(body), wake.Round(time.Millisecond))
+	if added := wake - plain; added > 0 {
+		say("  a plain scale 0 -> 1 took %s, so Elasti added %s (activation call, scale, hold and forward)",
+			plain.Round(time.Millisecond), added.Round(time.Millisecond))
+	} else {
+		say("  a plain scale 0 -> 1 took %s: Elasti added nothing measurable; the resolver forwards to the pod the moment it is ready,\n            while the plain request waited for kube-proxy to route the new endpoint", plain.Round(time.Millisecond))
+	}
+
+	if err := d.poll(ctx, time.Minute, d.awake); err != nil {
+		return err
+	}
+	t2 := time.Now()
+	for i := 0; i < 5; i++ {
+		if _, err := d.get(ctx); err != nil {
+			return err
+		}
+	}
+	say("Back to serve: proxy slice removed, 5 more requests went straight to the pod in %s", time.Since(t2).Round(time.Millisecond))
+	say("The app will sleep again after 10s without traffic.")
+
+	k := filepath.Join(cfg.BinDir, "kubectl")
+	fmt.Printf(`
+Try it by hand:
+  export KUBECONFIG=%[1]s
+  %[2]s -n %[3]s get elastiservices,deploy,endpointslices
+  %[2]s -n %[3]s get events --sort-by=.lastTimestamp
+  ip netns exec %[4]s curl -s %[5]s      # wakes it if it sleeps
+  Prometheus: %[6]s (from this machine)
+Tear it all down:
+  make cluster-down
+`, cfg.Kubeconfig(), k, ns, cfg.NetNS, d.url, cfg.PrometheusURL())
+	return nil
+}
+
+func trim(s string) string {
+	if len(s) > 0 && s[len(s)-1] == '\n' {
+		return s[:len(s)-1]
+	}
+	return s
+}
+
+// fresh recreates the demo namespace's app.
+func (d *demo) fresh(ctx context.Context) error {
+	n := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}
+	if err := d.c.Delete(ctx, n); err == nil {
+		say("  removing the demo namespace of an earlier run")
+	}
+	if err := d.poll(ctx, 2*time.Minute, func(ctx context.Context) error {
+		err := d.c.Create(ctx, n)
+		if apierrors.IsAlreadyExists(err) {
+			return errors.New("namespace still terminating")
+		}
+		return err
+	}); err != nil {
+		return err
+	}
+	for _, o := range []client.Object{e2e.DemoAppDeployment(ns, name, 1), e2e.DemoAppService(ns, name)} {
+		if err := d.c.Create(ctx, o); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (d *demo) get(ctx context.Context) (string, error) {
+	return e2e.GetWith(ctx, d.http, d.url, "")
+}
+
+func (d *demo) scale(ctx context.Context, n int32) error {
+	var dep appsv1.Deployment
+	if err := d.c.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &dep); err != nil {
+		return err
+	}
+	dep.Spec.Replicas = &n
+	return d.c.Update(ctx, &dep)
+}
+
+func (d *demo) poll(ctx context.Context, timeout time.Duration, check func(context.Context) error) error {
+	return e2e.Poll(ctx, timeout, 200*time.Millisecond, check)
+}
+
+func (d *demo) rolledOut(namespace string, names ...string) func(context.Context) error {
+	return func(ctx context.Context) error {
+		for _, n := range names {
+			var dep appsv1.Deployment
+			if err := d.c.Get(ctx, client.ObjectKey{Namespace: namespace, Name: n}, &dep); err != nil {
+				return err
+			}
+			if dep.Spec.Replicas == nil || dep.Status.UpdatedReplicas != *dep.Spec.Replicas || dep.Status.AvailableReplicas != *dep.Spec.Replicas || dep.Status.Replicas != *dep.Spec.Replicas {
+				return fmt.Errorf("%s/%s not rolled out", namespace, n)
+			}
+		}
+		return nil
+	}
+}
+
+func (d *demo) slices(ctx context.Context) (own, proxy int, err error) {
+	var l discoveryv1.EndpointSliceList
+	if err := d.c.List(ctx, &l, client.InNamespace(ns), client.MatchingLabels{discoveryv1.LabelServiceName: name}); err != nil {
+		return 0, 0, err
+	}
+	for _, s := range l.Items {
+		if s.Labels[contract.LabelManagedBy] == contract.ManagedBy {
+			proxy++
+			continue
+		}
+		for _, ep := range s.Endpoints {
+			if ep.Conditions.Ready != nil && *ep.Conditions.Ready {
+				own++
+			}
+		}
+	}
+	return own, proxy, nil
+}
+
+func (d *demo) noPods(ctx context.Context) error {
+	var l corev1.PodList
+	if err := d.c.List(ctx, &l, client.InNamespace(ns), client.MatchingLabels{"app": name}); err != nil {
+		return err
+	}
+	if len(l.Items) > 0 {
+		return fmt.Errorf("%d pods left", len(l.Items))
+	}
+	return nil
+}
+
+func (d *demo) asleep(ctx context.Context) error {
+	var es elastiv1alpha1.ElastiService
+	if err := d.c.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &es); err != nil {
+		return err
+	}
+	var dep appsv1.Deployment
+	if err := d.c.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &dep); err != nil {
+		return err
+	}
+	_, proxy, err := d.slices(ctx)
+	if err != nil {
+		return err
+	}
+	if es.Status.Mode != elastiv1alpha1.ModeProxy || proxy == 0 || dep.Spec.Replicas == nil || *dep.Spec.Replicas != 0 {
+		return errors.New("still awake")
+	}
+	return nil
+}
+
+func (d *demo) awake(ctx context.Context) error {
+	own, proxy, err := d.slices(ctx)
+	if err != nil {
+		return err
+	}
+	if own == 0 || proxy != 0 {
+		return errors.New("not back to serve yet")
+	}
+	return nil
+}
