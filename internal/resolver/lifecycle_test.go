@@ -149,3 +149,29 @@ func TestDrainTimeoutCutsHeldRequests(t *testing.T) {
 		t.Fatalf("held request after drain timeout: status %d, want 503 or a cut connection", r.status)
 	}
 }
+
+// After a wake completes, a later sleep must be woken at once by its first
+// held request, not after the refresh interval of the earlier wake's loop.
+func TestSecondWakeAfterSleepActivatesAtOnce(t *testing.T) {
+	h := newHarness(t, 1, func(o *Options) { o.ActivationRefresh = time.Hour })
+	up := echoUpstream(t)
+	h.mapPort("web", "websvc", nil, h.proxyPort(0, "http", ""))
+
+	first := make(chan result, 1)
+	go func() { first <- get(h.client(), context.Background(), "http://"+h.addr(0)+"/", nil) }()
+	h.act.waitCalled(t)
+	h.ready("websvc", "websvc-abc", "http", upstreamAddr(up))
+	if r := <-first; r.err != nil || r.status != http.StatusOK {
+		t.Fatalf("first wake: status %d err %v", r.status, r.err)
+	}
+
+	// The target goes back to zero: its only endpoint disappears.
+	h.endpoints.Delete("ns", "websvc-abc")
+	second := make(chan result, 1)
+	go func() { second <- get(h.client(), context.Background(), "http://"+h.addr(0)+"/", nil) }()
+	h.act.waitCalled(t) // with a one-hour refresh, only a fresh loop calls now
+	h.ready("websvc", "websvc-def", "http", upstreamAddr(up))
+	if r := <-second; r.err != nil || r.status != http.StatusOK {
+		t.Fatalf("second wake: status %d err %v", r.status, r.err)
+	}
+}

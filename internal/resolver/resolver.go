@@ -83,6 +83,7 @@ func New(ports *PortMap, endpoints *Endpoints, opts Options) (*Resolver, error) 
 		log:            opts.Log.WithName("activation"),
 		metrics:        opts.Metrics,
 		needed:         r.wakeNeeded,
+		changed:        func(t Target) <-chan struct{} { return endpoints.Changed(t.Service) },
 		callTimeout:    opts.ActivationTimeout,
 		initialBackoff: opts.ActivationBackoff,
 		maxBackoff:     opts.ActivationMaxBackoff,

@@ -27,7 +27,10 @@ type statusCoder interface{ HTTPStatus() int }
 // target has no ready endpoint, exactly one loop per ElastiService calls the
 // operator: at once on the first held request, again with exponential backoff
 // after a failure, and again every refresh interval after a success in case
-// the wake was lost (operator restart, leader change).
+// the wake was lost (operator restart, leader change). Between calls the loop
+// also wakes on every endpoint change of the Service, so it ends as soon as
+// the target is ready: a later sleep then starts a fresh loop whose first call
+// is immediate, instead of waiting out the refresh interval of this one.
 type waker struct {
 	activator Activator
 	clock     clock.Clock
@@ -36,6 +39,9 @@ type waker struct {
 	// needed reports whether the target still needs waking: requests are
 	// held and no endpoint is ready. It is evaluated under mu.
 	needed func(Target) bool
+	// changed returns a channel closed at the next endpoint change of the
+	// target's Service.
+	changed func(Target) <-chan struct{}
 
 	callTimeout    time.Duration
 	initialBackoff time.Duration
@@ -95,13 +101,31 @@ func (w *waker) run(ctx context.Context, t Target) {
 			log.Error(err, "activation failed", "result", result, "retryIn", backoff)
 			wait, backoff = backoff, min(2*backoff, w.maxBackoff)
 		}
+		if !w.wait(ctx, t, wait) {
+			return
+		}
+	}
+}
+
+// wait sleeps until d has passed, and reports whether the loop goes on. It
+// ends the loop early when an endpoint change shows the target no longer
+// needs waking, or when ctx is done.
+func (w *waker) wait(ctx context.Context, t Target, d time.Duration) bool {
+	timer := w.clock.NewTimer(d)
+	defer timer.Stop()
+	for {
 		select {
-		case <-w.clock.After(wait):
+		case <-timer.C():
+			return true
+		case <-w.changed(t):
+			if !w.stillNeeded(t) {
+				return false
+			}
 		case <-ctx.Done():
 			w.mu.Lock()
 			delete(w.running, t.ElastiService)
 			w.mu.Unlock()
-			return
+			return false
 		}
 	}
 }
