@@ -198,13 +198,17 @@ func (r *Reconciler) execute(ctx context.Context, es *elastiv1alpha1.ElastiServi
 	log := ctrl.LoggerFrom(ctx)
 	key := client.ObjectKeyFromObject(es)
 	if p.wake {
-		n, err := r.wakeTarget(ctx, es, o.replicas)
+		n, scaled, err := r.wakeTarget(ctx, es, o.replicas)
 		if err != nil {
 			return err
 		}
 		fx.woke, fx.replicas = true, n
-		log.Info("target woken", "replicas", n)
-		r.recorder.Eventf(es, nil, corev1.EventTypeNormal, EventWoke, "Wake", "woke %s %s to %d replicas", es.Spec.ScaleTargetRef.Kind, es.Spec.ScaleTargetRef.Name, n)
+		// Repeated activation calls for a target already up complete the
+		// wake, but only a real scale-up is news worth an Event.
+		if scaled {
+			log.Info("target woken", "replicas", n)
+			r.recorder.Eventf(es, nil, corev1.EventTypeNormal, EventWoke, "Wake", "woke %s %s to %d replicas", es.Spec.ScaleTargetRef.Kind, es.Spec.ScaleTargetRef.Name, n)
+		}
 	}
 	switch p.slices {
 	case sliceEnsure:
@@ -247,30 +251,30 @@ func (r *Reconciler) execute(ctx context.Context, es *elastiv1alpha1.ElastiServi
 
 // wakeTarget unpauses KEDA and, when the target is at zero, scales it to
 // minTargetReplicas (or the HPA's floor if higher). It returns the replica
-// count the target now has.
-func (r *Reconciler) wakeTarget(ctx context.Context, es *elastiv1alpha1.ElastiService, current int32) (int32, error) {
+// count the target now has, and whether this call scaled it up.
+func (r *Reconciler) wakeTarget(ctx context.Context, es *elastiv1alpha1.ElastiService, current int32) (int32, bool, error) {
 	if a := es.Spec.Autoscaler; a != nil && a.Type == elastiv1alpha1.AutoscalerKEDA {
 		if err := r.autoscalers.UnpauseKEDA(ctx, es.Namespace, a.Name); err != nil {
-			return 0, err
+			return 0, false, err
 		}
 	}
 	if current > 0 {
-		return current, nil
+		return current, false, nil
 	}
 	want := max(es.Spec.MinTargetReplicas, 1)
 	if a := es.Spec.Autoscaler; a != nil && a.Type == elastiv1alpha1.AutoscalerHPA {
 		floor, err := r.autoscalers.HPAMinReplicas(ctx, es.Namespace, a.Name)
 		if err != nil {
-			return 0, err
+			return 0, false, err
 		}
 		want = max(want, floor)
 	}
 	err := r.scaler.Scale(ctx, es.Namespace, es.Spec.ScaleTargetRef, want)
 	scaleOperations.WithLabelValues(es.Namespace, es.Name, "up", resultLabel(err)).Inc()
 	if err != nil {
-		return 0, err
+		return 0, false, err
 	}
-	return want, nil
+	return want, true, nil
 }
 
 // sleepTarget pauses KEDA, then scales the target to zero.
