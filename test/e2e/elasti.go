@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -207,7 +209,70 @@ func (e *Env) asleep(ctx context.Context, ns, name string) error {
 	if n != 0 {
 		return fmt.Errorf("target %s/%s has %d replicas, want 0", ns, es.Spec.ScaleTargetRef.Name, n)
 	}
+	// At zero means the pods are gone, not only asked to go: until a pod has
+	// terminated, kube-proxy may still send it new connections it will never
+	// answer (the Kubernetes termination race, which Elasti does not add to).
+	if left, err := e.ownEndpoints(ctx, ns, es.Spec.Service); err != nil || left > 0 {
+		return fmt.Errorf("service %s/%s still lists %d endpoints of its own pods (err %v)", ns, es.Spec.Service, left, err)
+	}
+	// And kube-proxy has caught up: it no longer sends the Service's new
+	// connections to a pod that is gone.
+	return e.kubeProxyConverged(ctx, ns, es.Spec.Service)
+}
+
+// kubeProxyConverged checks that every address kube-proxy's iptables rules
+// send Service ns/svc to is a ready endpoint in the Service's EndpointSlices
+// now (the resolvers' proxy slice included).
+func (e *Env) kubeProxyConverged(ctx context.Context, ns, svc string) error {
+	var l discoveryv1.EndpointSliceList
+	if err := e.Client.List(ctx, &l, client.InNamespace(ns), client.MatchingLabels{discoveryv1.LabelServiceName: svc}); err != nil {
+		return err
+	}
+	ready := map[string]bool{}
+	for _, s := range l.Items {
+		for _, ep := range s.Endpoints {
+			if ep.Conditions.Ready != nil && *ep.Conditions.Ready {
+				for _, a := range ep.Addresses {
+					ready[a] = true
+				}
+			}
+		}
+	}
+	out, err := exec.CommandContext(ctx, "ip", "netns", "exec", e.Cluster.NetNS, "iptables-save", "-t", "nat").Output()
+	if err != nil {
+		return fmt.Errorf("read kube-proxy's rules: %w", err)
+	}
+	comment := fmt.Sprintf("--comment \"%s/%s:", ns, svc)
+	for _, line := range strings.Split(string(out), "\n") {
+		_, dest, ok := strings.Cut(line, "--to-destination ")
+		if !ok || !strings.Contains(line, comment) {
+			continue
+		}
+		host, _, err := net.SplitHostPort(strings.Fields(dest)[0])
+		if err != nil {
+			return fmt.Errorf("parse kube-proxy rule %q: %w", line, err)
+		}
+		if !ready[host] {
+			return fmt.Errorf("kube-proxy still sends %s/%s to %s, which is no ready endpoint", ns, svc, host)
+		}
+	}
 	return nil
+}
+
+// ownEndpoints counts the endpoints of Service ns/svc's own EndpointSlices
+// (not Elasti's proxy slice), whatever their conditions.
+func (e *Env) ownEndpoints(ctx context.Context, ns, svc string) (int, error) {
+	var l discoveryv1.EndpointSliceList
+	if err := e.Client.List(ctx, &l, client.InNamespace(ns), client.MatchingLabels{discoveryv1.LabelServiceName: svc}); err != nil {
+		return 0, err
+	}
+	n := 0
+	for _, s := range l.Items {
+		if s.Labels[contract.LabelManagedBy] != contract.ManagedBy {
+			n += len(s.Endpoints)
+		}
+	}
+	return n, nil
 }
 
 // WaitAwake waits until ElastiService ns/name is in serve mode, its proxy

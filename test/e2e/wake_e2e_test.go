@@ -6,7 +6,6 @@ import (
 	"context"
 	"fmt"
 	"net"
-	"os"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -141,14 +140,6 @@ func searchPath(t *testing.T, e *Env, ns, short string) string {
 // TestBurstAtZero: 500 concurrent requests at zero all succeed, after one
 // scale-up.
 func TestBurstAtZero(t *testing.T) {
-	if os.Getenv("ELASTI_E2E_BURST") == "" {
-		// Passes when run alone (500/500 in 1.7s) but, after other tests'
-		// traffic in the same cluster, 164 of the 500 connects get a RST
-		// within 50-90 ms (before any wake), sent by neither resolver.
-		// Unexplained yet; suspected: a reused resolver port meeting
-		// TIME_WAIT/conntrack state of the previous tests' connections.
-		t.Skip("known bug: burst connects reset after earlier traffic (see docs/e2e.md); ELASTI_E2E_BURST=1 runs it")
-	}
 	e := Get(t)
 	ns, clusterIP := sleepyDemoApp(t, e, idle)
 	e.WaitAsleep(t, ns, "demoapp", 2*time.Minute)
@@ -208,8 +199,8 @@ func TestBurstAtZero(t *testing.T) {
 		t.Errorf("after the burst: %d replicas, %d scale changes; want 1 replica after exactly one scale-up", replicas, genAfter-genBefore)
 	}
 	// One scale-up is one change of the Deployment's spec (its generation).
-	// Woke Events are logged only: the operator records one per activation
-	// call it acts on, also when the target is already up.
+	// Woke Events are only logged: the events API folds repeated identical
+	// Events into one series, so their count proves little here.
 	if woke, err := e.EventCount(ctx, ns, "demoapp", controller.EventWoke); err == nil {
 		t.Logf("Woke events during the burst: %d", woke-wokeBefore)
 	}
