@@ -212,8 +212,12 @@ func (e *Env) asleep(ctx context.Context, ns, name string) error {
 	// At zero means the pods are gone, not only asked to go: until a pod has
 	// terminated, kube-proxy may still send it new connections it will never
 	// answer (the Kubernetes termination race, which Elasti does not add to).
-	if left, err := e.ownEndpoints(ctx, ns, es.Spec.Service); err != nil || left > 0 {
-		return fmt.Errorf("service %s/%s still lists %d endpoints of its own pods (err %v)", ns, es.Spec.Service, left, err)
+	left, err := e.ownEndpoints(ctx, ns, es.Spec.Service)
+	if err != nil {
+		return err
+	}
+	if left > 0 {
+		return fmt.Errorf("service %s/%s still lists %d endpoints of its own pods", ns, es.Spec.Service, left)
 	}
 	// And kube-proxy has caught up: it no longer sends the Service's new
 	// connections to a pod that is gone.
