@@ -1,0 +1,163 @@
+package report
+
+import (
+	"math"
+	"strings"
+	"testing"
+)
+
+func TestSummarize(t *testing.T) {
+	s := Summarize([]float64{5, 1, 3, 2, 4})
+	if s.N != 5 || s.Min != 1 || s.Median != 3 || s.P99 != 5 || s.Max != 5 {
+		t.Fatalf("got %+v", s)
+	}
+	s = Summarize([]float64{4, 1, 3, 2})
+	if s.Median != 2.5 {
+		t.Fatalf("median of an even count: got %v, want 2.5", s.Median)
+	}
+	if s := Summarize(nil); s.N != 0 {
+		t.Fatalf("empty: %+v", s)
+	}
+	xs := make([]float64, 1000)
+	for i := range xs {
+		xs[i] = float64(1000 - i) // 1..1000, reversed
+	}
+	s = Summarize(xs)
+	if s.P99 != 990 || s.Min != 1 || s.Median != 500.5 {
+		t.Fatalf("1..1000: got %+v", s)
+	}
+	if xs[0] != 1000 {
+		t.Fatal("Summarize sorted its input in place")
+	}
+}
+
+func TestHistogramQuantile(t *testing.T) {
+	b := []Bucket{{0.001, 0}, {0.002, 50}, {0.004, 100}, {math.Inf(1), 100}}
+	if got := HistogramQuantile(0.5, b); got != 0.002 {
+		t.Errorf("p50 = %v, want 0.002", got)
+	}
+	if got := HistogramQuantile(0.75, b); math.Abs(got-0.003) > 1e-12 {
+		t.Errorf("p75 = %v, want 0.003", got)
+	}
+	inf := []Bucket{{0.001, 1}, {math.Inf(1), 10}}
+	if got := HistogramQuantile(0.99, inf); got != 0.001 {
+		t.Errorf("rank in +Inf: %v, want the largest finite bound", got)
+	}
+	if got := HistogramQuantile(0.5, []Bucket{{1, 0}}); !math.IsNaN(got) {
+		t.Errorf("no samples: %v, want NaN", got)
+	}
+	d := SubtractBuckets([]Bucket{{1, 10}, {2, 30}}, []Bucket{{1, 4}, {2, 5}})
+	if d[0].Count != 6 || d[1].Count != 25 {
+		t.Errorf("SubtractBuckets = %v", d)
+	}
+}
+
+const benchOut = `goos: linux
+goarch: amd64
+pkg: elasti.dev/elasti/internal/resolver
+cpu: Intel(R) Xeon(R) Processor
+BenchmarkHoldQueue-2       	 3548578	       297.3 ns/op	      80 B/op	       2 allocs/op
+BenchmarkHoldQueue-2       	 3548578	       301.0 ns/op	      80 B/op	       2 allocs/op
+BenchmarkPortMapLookup-2   	13532528	        92.63 ns/op	       0 B/op	       0 allocs/op
+PASS
+ok  	elasti.dev/elasti/internal/resolver	5.296s
+`
+
+func TestParseGoBench(t *testing.T) {
+	m := ParseGoBench(benchOut)
+	if len(m) != 2 {
+		t.Fatalf("got %d benchmarks: %+v", len(m), m)
+	}
+	hq := m[0]
+	if hq.Name != "BenchmarkHoldQueue" || hq.Package != "elasti.dev/elasti/internal/resolver" || hq.NsPerOp.N != 2 || hq.NsPerOp.Min != 297.3 || hq.BytesPerOp != 80 || hq.AllocsPerOp != 2 {
+		t.Errorf("HoldQueue: %+v", hq)
+	}
+	if m[1].NsPerOp.Median != 92.63 {
+		t.Errorf("PortMapLookup: %+v", m[1])
+	}
+}
+
+func TestMarkdownAndCheck(t *testing.T) {
+	r := Report{
+		Environment: "2 CPUs",
+		Command:     "make bench",
+		Duration:    "1m",
+		Figures: []Figure{
+			{Section: "Cold start", Name: "(a) arrival to scale", Unit: "ms", Summary: Summarize([]float64{1, 2, 3}), Goal: &Goal{Stat: "p99", Max: 5}},
+			{Section: "Cold start", Name: "(b) ready to forward", Unit: "ms", Summary: Summarize([]float64{4, 6, 8}), Goal: &Goal{Stat: "p99", Max: 5}},
+			{Section: "Cold start", Name: "(c)-(d)", Unit: "ms", Goal: &Goal{Stat: "median", Max: 50}, Skipped: "no cluster"},
+			{Section: "Idle", Name: "operator RSS", Unit: "MiB", Summary: Summarize([]float64{30.5}), Note: "a|b"},
+		},
+		Micro: ParseGoBench(benchOut),
+	}
+	md := r.Markdown()
+	for _, want := range []string{
+		"Environment: 2 CPUs",
+		"## Cold start",
+		"| (a) arrival to scale | 3 | 1 | 2 | 3 | ms | p99 < 5 ms (met) |",
+		"p99 < 5 ms (missed)",
+		"not measured: no cluster",
+		"a\\|b",
+		"| BenchmarkHoldQueue | elasti.dev/elasti/internal/resolver | 2 |",
+	} {
+		if !strings.Contains(md, want) {
+			t.Errorf("markdown lacks %q:\n%s", want, md)
+		}
+	}
+	lines, ok := r.Check()
+	if ok || len(lines) != 3 || !strings.HasPrefix(lines[0], "ok") || !strings.HasPrefix(lines[1], "MISSED") || !strings.HasPrefix(lines[2], "n/a") {
+		t.Errorf("Check = %v, %v", lines, ok)
+	}
+}
+
+func TestSaveLoad(t *testing.T) {
+	dir := t.TempDir()
+	r := Report{Environment: "x", Figures: []Figure{{Section: "s", Name: "nan", Unit: "ms", Summary: Summary{N: 1, Min: math.NaN()}}}}
+	if err := r.Save(dir+"/r.json", dir+"/r.md"); err != nil {
+		t.Fatal(err)
+	}
+	got, err := Load(dir + "/r.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Figures[0].Skipped == "" {
+		t.Errorf("a NaN figure should be saved as not measured: %+v", got.Figures[0])
+	}
+}
+
+func TestFormatValue(t *testing.T) {
+	for v, want := range map[float64]string{3: "3", 1234.56: "1235", 12.345: "12.3", 1.2345: "1.23", math.NaN(): "n/a"} {
+		if got := FormatValue(v); got != want {
+			t.Errorf("FormatValue(%v) = %q, want %q", v, got, want)
+		}
+	}
+}
+
+const metricsText = `# HELP elasti_operator_reconcile_duration_seconds x
+# TYPE elasti_operator_reconcile_duration_seconds histogram
+elasti_operator_reconcile_duration_seconds_bucket{result="success",le="0.001"} 2
+elasti_operator_reconcile_duration_seconds_bucket{result="success",le="0.002"} 8
+elasti_operator_reconcile_duration_seconds_bucket{result="success",le="+Inf"} 10
+elasti_operator_reconcile_duration_seconds_bucket{result="error",le="0.001"} 0
+elasti_operator_reconcile_duration_seconds_bucket{result="error",le="0.002"} 1
+elasti_operator_reconcile_duration_seconds_bucket{result="error",le="+Inf"} 1
+elasti_resolver_held_requests{elastiservice="app",namespace="bench-burst"} 4999
+elasti_resolver_held_requests{elastiservice="app",namespace="other"} 3
+`
+
+func TestParseMetrics(t *testing.T) {
+	b := ParseHistogram(metricsText, "elasti_operator_reconcile_duration_seconds", "")
+	got := map[float64]float64{}
+	for _, x := range b {
+		got[x.UpperBound] = x.Count
+	}
+	if got[0.001] != 2 || got[0.002] != 9 || got[math.Inf(1)] != 11 || len(got) != 3 {
+		t.Errorf("summed buckets = %v", got)
+	}
+	if v := ParseGauge(metricsText, "elasti_resolver_held_requests", `namespace="bench-burst"`); v != 4999 {
+		t.Errorf("gauge = %v", v)
+	}
+	if v := ParseGauge(metricsText, "missing", ""); v != 0 {
+		t.Errorf("missing gauge = %v", v)
+	}
+}
