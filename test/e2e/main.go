@@ -20,6 +20,19 @@ const KeepEnv = "ELASTI_E2E_KEEP"
 // current is the cluster of this test binary, set by Main.
 var current *Env
 
+// clusterCLI runs one verb of the elasti-cluster CLI Main built, set by Main.
+var clusterCLI func(verb string) error
+
+// ClusterCLI runs one verb of the cluster's CLI (for instance
+// prometheus-stop or prometheus-start): daemons it starts are children of
+// that CLI process, never of the test binary.
+func (e *Env) ClusterCLI(verb string) error {
+	if clusterCLI == nil {
+		return fmt.Errorf("no cluster CLI: this package's TestMain must call e2e.Main")
+	}
+	return clusterCLI(verb)
+}
+
 // Main is a test package's TestMain: func TestMain(m *testing.M) { e2e.Main(m) }.
 func Main(m *testing.M) {
 	os.Exit(runMain(m))
@@ -43,6 +56,7 @@ func runMain(m *testing.M) int {
 		cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
 		return cmd.Run()
 	}
+	clusterCLI = cliRun
 
 	var before *cluster.Snapshot
 	started := !cfg.Running()

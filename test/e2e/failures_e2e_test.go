@@ -1,0 +1,332 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"strings"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	elastiv1alpha1 "elasti.dev/elasti/api/v1alpha1"
+	"elasti.dev/elasti/internal/contract"
+	"elasti.dev/elasti/internal/controller"
+	"elasti.dev/elasti/internal/scaling"
+)
+
+// StableFor checks that check holds on every poll for the whole of d: the
+// bounded "nothing happens" assertion (no scale-down, no flapping).
+func StableFor(t testing.TB, d, interval time.Duration, check func(ctx context.Context) error) {
+	t.Helper()
+	end := time.Now().Add(d)
+	for time.Now().Before(end) {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		err := check(ctx)
+		cancel()
+		if err != nil {
+			t.Fatalf("not stable for %s: %v", d, err)
+		}
+		time.Sleep(interval)
+	}
+}
+
+// ReapplyElasti applies the install's overlay again (restoring anything a test
+// deleted) and waits until the operator and the resolvers are rolled out.
+func (e *Env) ReapplyElasti(t testing.TB) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	if _, err := e.Cluster.Kubectl(ctx, "", "apply", "--server-side", "--force-conflicts", "-k", e.Overlay()); err != nil {
+		t.Fatalf("re-apply Elasti: %v", err)
+	}
+	if err := e.WaitRolledOut(ctx, ElastiNamespace, OperatorDeployment, ResolverDeployment); err != nil {
+		t.Fatalf("Elasti not rolled out again: %v", err)
+	}
+}
+
+// answers polls an HTTP GET of url until it is answered by the demo app.
+func answers(t testing.TB, e *Env, url string, timeout time.Duration) {
+	t.Helper()
+	Eventually(t, timeout, 250*time.Millisecond, func(ctx context.Context) error {
+		body, err := e.HTTPGet(ctx, url)
+		if err == nil && !strings.HasPrefix(body, "hello from ") {
+			return fmt.Errorf("unexpected body %q", body)
+		}
+		return err
+	})
+}
+
+func httpURL(ip string, port int) string {
+	return "http://" + net.JoinHostPort(ip, fmt.Sprint(port)) + "/"
+}
+
+// TestPrometheusDown: with the cluster's Prometheus stopped an idle-looking
+// service never sleeps, TriggersHealthy says why, and once Prometheus is back
+// the service sleeps as usual.
+func TestPrometheusDown(t *testing.T) {
+	e := Get(t)
+	e.InstallElasti(t)
+	ns := e.NewNamespace(t)
+	e.Create(t, DemoAppDeployment(ns, "demoapp", 1), DemoAppService(ns, "demoapp"))
+	e.WaitReadyEndpoints(t, ns, "demoapp", 1, 2*time.Minute)
+
+	if err := e.ClusterCLI("prometheus-stop"); err != nil {
+		t.Fatalf("stop Prometheus: %v", err)
+	}
+	restarted := false
+	restart := func() {
+		if restarted {
+			return
+		}
+		restarted = true
+		if err := e.ClusterCLI("prometheus-start"); err != nil {
+			t.Errorf("restart Prometheus: %v", err)
+		}
+	}
+	t.Cleanup(restart)
+
+	// The query would say idle, if Prometheus could answer it.
+	e.Create(t, e.ElastiServiceFor(ns, "demoapp", IdleQuery))
+	created := time.Now()
+	Eventually(t, time.Minute, 250*time.Millisecond, func(ctx context.Context) error {
+		es, err := e.GetElastiService(ctx, ns, "demoapp")
+		if err != nil {
+			return err
+		}
+		c := Condition(es, elastiv1alpha1.ConditionTriggersHealthy)
+		if c == nil || c.Status != metav1.ConditionFalse {
+			return fmt.Errorf("TriggersHealthy not False yet (conditions %s)", conditions(es))
+		}
+		if c.Reason != scaling.ReasonPrometheusUnreachable {
+			return fmt.Errorf("TriggersHealthy reason %q, want %s", c.Reason, scaling.ReasonPrometheusUnreachable)
+		}
+		t.Logf("TriggersHealthy=False %s: %s", c.Reason, c.Message)
+		return nil
+	})
+	// Well past the 5 s cooldown (counted from creation): still serving.
+	window := max(time.Until(created.Add(15*time.Second)), 5*time.Second)
+	StableFor(t, window, 500*time.Millisecond, func(ctx context.Context) error {
+		es, err := e.GetElastiService(ctx, ns, "demoapp")
+		if err != nil {
+			return err
+		}
+		if es.Status.Mode != elastiv1alpha1.ModeServe {
+			return fmt.Errorf("mode %q while Prometheus is down (conditions %s)", es.Status.Mode, conditions(es))
+		}
+		n, _, err := e.Replicas(ctx, ns, "demoapp")
+		if err != nil {
+			return err
+		}
+		if n != 1 {
+			return fmt.Errorf("%d replicas while Prometheus is down, want 1", n)
+		}
+		return nil
+	})
+	Eventually(t, 30*time.Second, 250*time.Millisecond, func(ctx context.Context) error {
+		n, err := e.EventCount(ctx, ns, "demoapp", controller.EventTriggerUnhealthy)
+		if err == nil && n == 0 {
+			err = errors.New("no TriggerUnhealthy Event")
+		}
+		return err
+	})
+
+	// Prometheus back: the trigger is healthy again and the service sleeps.
+	restart()
+	e.WaitAsleep(t, ns, "demoapp", 2*time.Minute)
+	es, err := e.GetElastiService(context.Background(), ns, "demoapp")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c := Condition(es, elastiv1alpha1.ConditionTriggersHealthy); c == nil || c.Status != metav1.ConditionTrue {
+		t.Errorf("asleep with TriggersHealthy %v", c)
+	}
+}
+
+// TestResolversDeleted: deleting the resolver Deployment while a service is
+// asleep fails open: the target is woken, the proxy slice removed and the
+// Service answers from its pods. With the resolvers back it sleeps again.
+func TestResolversDeleted(t *testing.T) {
+	e := Get(t)
+	ns, clusterIP := sleepyDemoApp(t, e, idle)
+	e.WaitAsleep(t, ns, "demoapp", 2*time.Minute)
+
+	// Restore the install whatever happens, so later tests have resolvers.
+	t.Cleanup(func() { e.ReapplyElasti(t) })
+	ctx := context.Background()
+	d := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: ElastiNamespace, Name: ResolverDeployment}}
+	start := time.Now()
+	e.DeleteAndWait(t, d, 2*time.Minute)
+
+	// The trigger still says idle: only the missing resolvers keep it awake.
+	e.WaitAwake(t, ns, "demoapp", 2*time.Minute)
+	t.Logf("awake %s after the resolver Deployment was deleted", time.Since(start).Round(10*time.Millisecond))
+	answers(t, e, httpURL(clusterIP, DemoHTTPPort), time.Minute)
+	Eventually(t, 30*time.Second, 250*time.Millisecond, func(ctx context.Context) error {
+		n, err := e.EventCount(ctx, ns, "demoapp", controller.EventResolversGone)
+		if err == nil && n == 0 {
+			err = errors.New("no ResolversUnavailable Event")
+		}
+		return err
+	})
+	if n, _, err := e.Replicas(ctx, ns, "demoapp"); err != nil || n != 1 {
+		t.Errorf("target at %d replicas (err %v), want 1", n, err)
+	}
+
+	e.ReapplyElasti(t)
+	e.WaitAsleep(t, ns, "demoapp", 2*time.Minute)
+}
+
+// TestOperatorKilledDuringWake: the leader operator pod is killed (grace 0)
+// as a request arrives at zero; the resolver keeps retrying the activation,
+// the other replica takes over and the held request is answered.
+func TestOperatorKilledDuringWake(t *testing.T) {
+	e := Get(t)
+	ns, clusterIP := sleepyDemoApp(t, e, idle)
+	e.WaitAsleep(t, ns, "demoapp", 2*time.Minute)
+	e.SetQuery(t, ns, "demoapp", BusyQuery)
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+		defer cancel()
+		if err := e.WaitRolledOut(ctx, ElastiNamespace, OperatorDeployment); err != nil {
+			t.Errorf("operator not rolled out again: %v", err)
+		}
+	})
+
+	ctx := context.Background()
+	var leader string
+	Eventually(t, time.Minute, 250*time.Millisecond, func(ctx context.Context) error {
+		var err error
+		leader, err = e.OperatorLeader(ctx)
+		return err
+	})
+
+	type result struct {
+		body string
+		err  error
+		took time.Duration
+	}
+	leaderPod, err := e.Clientset.CoreV1().Pods(ElastiNamespace).Get(ctx, leader, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Kill the leader, wait until its process no longer answers, then send
+	// the request: only the surviving replica can wake the target, once it
+	// has taken the lease, and the request is held meanwhile.
+	if err := e.Clientset.CoreV1().Pods(ElastiNamespace).Delete(ctx, leader, metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](0)}); err != nil {
+		t.Fatalf("delete leader %s: %v", leader, err)
+	}
+	killed := time.Now()
+	addr := net.JoinHostPort(leaderPod.Status.PodIP, fmt.Sprint(contract.DefaultActivationPort))
+	Eventually(t, time.Minute, 100*time.Millisecond, func(ctx context.Context) error {
+		dctx, cancel := context.WithTimeout(ctx, time.Second)
+		defer cancel()
+		conn, err := e.Dialer.DialContext(dctx, "tcp", addr)
+		if err != nil {
+			return nil
+		}
+		conn.Close()
+		return fmt.Errorf("the killed leader still listens on %s", addr)
+	})
+	t.Logf("deleted leader %s with grace period 0; its activation port closed after %s", leader, time.Since(killed).Round(time.Millisecond))
+	done := make(chan result, 1)
+	start := time.Now()
+	go func() {
+		body, err := GetWith(ctx, e.LongHTTPClient(), httpURL(clusterIP, DemoHTTPPort), "")
+		done <- result{body, err, time.Since(start)}
+	}()
+
+	r := <-done
+	if r.err != nil {
+		t.Fatalf("request held while the leader died: after %s: %v", r.took.Round(time.Millisecond), r.err)
+	}
+	if !strings.HasPrefix(r.body, "hello from demoapp") {
+		t.Errorf("body %q", r.body)
+	}
+	t.Logf("request answered %s after it was sent", r.took.Round(time.Millisecond))
+	e.WaitAwake(t, ns, "demoapp", time.Minute)
+	Eventually(t, 2*time.Minute, 500*time.Millisecond, func(ctx context.Context) error {
+		now, err := e.OperatorLeader(ctx)
+		if err == nil && now == leader {
+			err = fmt.Errorf("lease still names the killed pod %s", leader)
+		}
+		if err == nil {
+			t.Logf("new leader %s", now)
+		}
+		return err
+	})
+	// The wake was the new leader's: every Woke Event names another pod.
+	Eventually(t, 30*time.Second, 250*time.Millisecond, func(ctx context.Context) error {
+		evs, err := e.Clientset.EventsV1().Events(ns).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return err
+		}
+		woke := 0
+		for _, ev := range evs.Items {
+			if ev.Reason != controller.EventWoke {
+				continue
+			}
+			woke++
+			if strings.HasSuffix(ev.ReportingInstance, leader) {
+				t.Errorf("Woke Event reported by the killed leader %q", ev.ReportingInstance)
+			}
+			t.Logf("Woke Event reported by %q", ev.ReportingInstance)
+		}
+		if woke == 0 {
+			return errors.New("no Woke Event")
+		}
+		return nil
+	})
+}
+
+// TestElastiServiceDeletedAtZero: deleting a sleeping service's
+// ElastiService gives the Service back: proxy slice gone, the target at
+// minTargetReplicas, the Service answering from its pods.
+func TestElastiServiceDeletedAtZero(t *testing.T) {
+	e := Get(t)
+	e.InstallElasti(t)
+	ns := e.NewNamespace(t)
+	e.Create(t, DemoAppDeployment(ns, "demoapp", 1), DemoAppService(ns, "demoapp"))
+	e.WaitReadyEndpoints(t, ns, "demoapp", 1, 2*time.Minute)
+	es := e.ElastiServiceFor(ns, "demoapp", IdleQuery)
+	es.Spec.MinTargetReplicas = 2
+	e.Create(t, es)
+	e.WaitAsleep(t, ns, "demoapp", 2*time.Minute)
+
+	start := time.Now()
+	e.DeleteAndWait(t, es, time.Minute)
+	Eventually(t, 2*time.Minute, 250*time.Millisecond, func(ctx context.Context) error {
+		slices, err := e.ProxySlices(ctx, ns, "demoapp")
+		if err != nil {
+			return err
+		}
+		if len(slices) != 0 {
+			return fmt.Errorf("%d proxy slices left", len(slices))
+		}
+		n, _, err := e.Replicas(ctx, ns, "demoapp")
+		if err != nil {
+			return err
+		}
+		if n != 2 {
+			return fmt.Errorf("target at %d replicas, want minTargetReplicas 2", n)
+		}
+		return nil
+	})
+	e.WaitReadyEndpoints(t, ns, "demoapp", 2, 2*time.Minute)
+	t.Logf("Service back on its 2 pods %s after the delete", time.Since(start).Round(10*time.Millisecond))
+	var svcIP string
+	Eventually(t, 30*time.Second, 250*time.Millisecond, func(ctx context.Context) error {
+		s, err := e.Clientset.CoreV1().Services(ns).Get(ctx, "demoapp", metav1.GetOptions{})
+		if err == nil {
+			svcIP = s.Spec.ClusterIP
+		}
+		return err
+	})
+	answers(t, e, httpURL(svcIP, DemoHTTPPort), time.Minute)
+}

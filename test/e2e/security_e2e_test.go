@@ -1,0 +1,259 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	authenticationv1 "k8s.io/api/authentication/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	elastiv1alpha1 "elasti.dev/elasti/api/v1alpha1"
+	"elasti.dev/elasti/internal/contract"
+)
+
+// activate POSTs an activation call for ns/name to the operator's Service
+// from the node's network, with token as bearer unless empty, and returns the
+// status code.
+func activate(ctx context.Context, e *Env, ns, name, token string) (int, string, error) {
+	var svc corev1.Service
+	if err := e.Client.Get(ctx, client.ObjectKey{Namespace: ElastiNamespace, Name: OperatorDeployment}, &svc); err != nil {
+		return 0, "", err
+	}
+	body, err := json.Marshal(contract.ActivationRequest{Namespace: ns, ElastiService: name})
+	if err != nil {
+		return 0, "", err
+	}
+	url := "http://" + net.JoinHostPort(svc.Spec.ClusterIP, fmt.Sprint(contract.DefaultActivationPort)) + contract.ActivationPath
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
+	if err != nil {
+		return 0, "", err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	resp, err := e.HTTPClient().Do(req)
+	if err != nil {
+		return 0, "", err
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
+	return resp.StatusCode, strings.TrimSpace(string(b)), nil
+}
+
+// TestActivationRefused: the operator's activation server refuses callers
+// that are not the resolver's ServiceAccount, and the target stays at zero.
+func TestActivationRefused(t *testing.T) {
+	e := Get(t)
+	ns, _ := sleepyDemoApp(t, e, idle)
+	e.WaitAsleep(t, ns, "demoapp", 2*time.Minute)
+
+	ctx := context.Background()
+	// A valid token, minted by the TokenRequest API, of another
+	// ServiceAccount: the namespace's default one.
+	var token string
+	Eventually(t, time.Minute, 250*time.Millisecond, func(ctx context.Context) error {
+		tr, err := e.Clientset.CoreV1().ServiceAccounts(ns).CreateToken(ctx, "default", &authenticationv1.TokenRequest{
+			Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: ptr.To[int64](600)},
+		}, metav1.CreateOptions{})
+		if err == nil {
+			token = tr.Status.Token
+		}
+		return err
+	})
+
+	cases := []struct {
+		name, token string
+		want        int
+	}{
+		{"no token", "", http.StatusUnauthorized},
+		{"not a token", "not-a-token", http.StatusUnauthorized},
+		{"another ServiceAccount's token", token, http.StatusForbidden},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			var code int
+			var body string
+			// Transport errors only (kube-proxy, a restarted operator) are
+			// retried; any answer is final.
+			Eventually(t, 30*time.Second, 250*time.Millisecond, func(ctx context.Context) error {
+				var err error
+				code, body, err = activate(ctx, e, ns, "demoapp", c.token)
+				return err
+			})
+			if code != c.want {
+				t.Errorf("activation with %s: %d %q, want %d", c.name, code, body, c.want)
+			}
+		})
+	}
+
+	// None of the calls woke the target.
+	StableFor(t, 3*time.Second, 500*time.Millisecond, func(ctx context.Context) error {
+		n, _, err := e.Replicas(ctx, ns, "demoapp")
+		if err == nil && n != 0 {
+			err = fmt.Errorf("refused activation calls left the target at %d replicas", n)
+		}
+		return err
+	})
+	es, err := e.GetElastiService(ctx, ns, "demoapp")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if es.Status.Mode != elastiv1alpha1.ModeProxy {
+		t.Errorf("mode %q after refused activation calls, want proxy", es.Status.Mode)
+	}
+}
+
+// resolverPort returns the resolver port of Service port name in the
+// ElastiService's status.
+func resolverPort(t testing.TB, es *elastiv1alpha1.ElastiService, name string) int32 {
+	t.Helper()
+	for _, p := range es.Status.ProxyPorts {
+		if p.Name == name {
+			return p.ResolverPort
+		}
+	}
+	t.Fatalf("elastiservice %s/%s has no resolver port for %q: %v", es.Namespace, es.Name, name, es.Status.ProxyPorts)
+	return 0
+}
+
+// TestResolverPortIsolation: a resolver port leads to its own Service only.
+// With two services asleep, a request on A's resolver port that names B in
+// its Host header is answered by A's pods (B stays asleep), and a resolver
+// port no ElastiService holds is refused.
+func TestResolverPortIsolation(t *testing.T) {
+	e := Get(t)
+	e.InstallElasti(t)
+	ns := e.NewNamespace(t)
+	for _, app := range []string{"app-a", "app-b"} {
+		e.Create(t, DemoAppDeployment(ns, app, 1), DemoAppService(ns, app))
+	}
+	for _, app := range []string{"app-a", "app-b"} {
+		e.WaitReadyEndpoints(t, ns, app, 1, 2*time.Minute)
+		e.Create(t, e.ElastiServiceFor(ns, app, IdleQuery))
+	}
+	for _, app := range []string{"app-a", "app-b"} {
+		e.WaitAsleep(t, ns, app, 2*time.Minute)
+	}
+	// A answers once woken and then stays up; B must never wake.
+	e.SetQuery(t, ns, "app-a", BusyQuery)
+
+	ctx := context.Background()
+	a, err := e.GetElastiService(ctx, ns, "app-a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	all := &elastiv1alpha1.ElastiServiceList{}
+	if err := e.Client.List(ctx, all); err != nil {
+		t.Fatal(err)
+	}
+	taken := map[int32]bool{}
+	for _, es := range all.Items {
+		for _, p := range es.Status.ProxyPorts {
+			taken[p.ResolverPort] = true
+		}
+	}
+	portA := resolverPort(t, a, "http")
+	unmapped := int32(0)
+	for p := int32(contract.DefaultPortRangeEnd); p >= contract.DefaultPortRangeStart; p-- {
+		if !taken[p] {
+			unmapped = p
+			break
+		}
+	}
+	resolvers, err := e.Pods(ctx, ElastiNamespace, map[string]string{contract.LabelComponent: contract.ComponentResolver})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var resolverIP string
+	for _, p := range resolvers {
+		if p.Status.PodIP != "" && p.DeletionTimestamp == nil {
+			resolverIP = p.Status.PodIP
+			break
+		}
+	}
+	if resolverIP == "" {
+		t.Fatal("no running resolver pod")
+	}
+
+	hostB := "app-b." + ns + ".svc.cluster.local"
+	t.Run("A's port with B's Host", func(t *testing.T) {
+		c := e.LongHTTPClient()
+		for _, path := range []string{"/", "http://" + hostB + "/"} {
+			reqCtx, cancel := context.WithTimeout(ctx, wakeTimeout)
+			req, err := http.NewRequestWithContext(reqCtx, http.MethodGet, "http://"+net.JoinHostPort(resolverIP, fmt.Sprint(portA))+"/", nil)
+			if err != nil {
+				cancel()
+				t.Fatal(err)
+			}
+			req.Host = hostB
+			if path != "/" {
+				// Absolute-form request target naming B as well.
+				req.URL.Opaque = path
+			}
+			resp, err := c.Do(req)
+			if err != nil {
+				cancel()
+				t.Fatalf("request %s on A's resolver port: %v", path, err)
+			}
+			body, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			cancel()
+			if resp.StatusCode != http.StatusOK || !strings.HasPrefix(string(body), "hello from app-a-") {
+				t.Errorf("request %s on A's resolver port %d with Host %s: %s %q, want A's answer", path, portA, hostB, resp.Status, body)
+			}
+		}
+	})
+
+	t.Run("unmapped port refused", func(t *testing.T) {
+		if unmapped == 0 {
+			t.Fatal("every resolver port is taken")
+		}
+		reqCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		defer cancel()
+		req, err := http.NewRequestWithContext(reqCtx, http.MethodGet, "http://"+net.JoinHostPort(resolverIP, fmt.Sprint(unmapped))+"/", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Host = hostB
+		resp, err := e.HTTPClient().Do(req)
+		if err != nil {
+			t.Fatalf("unmapped port %d: %v, want a 404 answer", unmapped, err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusNotFound {
+			t.Errorf("unmapped port %d: %s %q, want 404", unmapped, resp.Status, body)
+		}
+		t.Logf("unmapped port %d: %s %q", unmapped, resp.Status, strings.TrimSpace(string(body)))
+	})
+
+	// B never woke.
+	StableFor(t, 3*time.Second, 500*time.Millisecond, func(ctx context.Context) error {
+		n, _, err := e.Replicas(ctx, ns, "app-b")
+		if err == nil && n != 0 {
+			err = fmt.Errorf("app-b at %d replicas: a request for it went through another Service's port", n)
+		}
+		return err
+	})
+	b, err := e.GetElastiService(ctx, ns, "app-b")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b.Status.Mode != elastiv1alpha1.ModeProxy {
+		t.Errorf("app-b mode %q, want proxy", b.Status.Mode)
+	}
+}
