@@ -64,7 +64,10 @@ test-unit: ## Unit tests under the race detector, then each fuzz target for $(FU
 
 .PHONY: test-integration
 test-integration: ## Integration tests against a real kube-apiserver and etcd (envtest).
-	KUBEBUILDER_ASSETS=$(K8S_BIN) go test -race -count=1 -tags integration -p 1 ./...
+	@rm -f bin/integration-apiservers.txt; mkdir -p bin
+	KUBEBUILDER_ASSETS=$(K8S_BIN) ELASTI_INTEGRATION_REPORT=$(CURDIR)/bin/integration-apiservers.txt \
+	  go test -race -count=1 -tags integration -p 1 ./...
+	@echo "integration tests ran against these control planes:"; sort bin/integration-apiservers.txt
 
 .PHONY: test-e2e
 test-e2e: ## End-to-end tests on the local cluster.

@@ -94,6 +94,10 @@ func Start(opts Options) (*Env, error) {
 		return nil, fmt.Errorf("read server version: %w", err)
 	}
 	e.Version = v.GitVersion
+	if err := e.report(); err != nil {
+		_ = env.Stop()
+		return nil, err
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	if err := e.Apply(ctx, filepath.Join(root, "config", "admission", "trigger-threshold.yaml")); err != nil {
@@ -110,6 +114,28 @@ func (e *Env) Stop() error { return e.env.Stop() }
 // what they ran against.
 func (e *Env) Banner() string {
 	return fmt.Sprintf("integration: real kube-apiserver %s at %s (binaries from %s)", e.Version, e.Config.Host, e.env.BinaryAssetsDirectory)
+}
+
+// report appends the Banner, with the test package's directory, to the file
+// ELASTI_INTEGRATION_REPORT names, so that `make test-integration` can show
+// what every package ran against without the noise of verbose output.
+func (e *Env) report() error {
+	path := os.Getenv("ELASTI_INTEGRATION_REPORT")
+	if path == "" {
+		return nil
+	}
+	wd, _ := os.Getwd()
+	pkg, err := filepath.Rel(e.Root, wd)
+	if err != nil {
+		pkg = wd
+	}
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return fmt.Errorf("open %s: %w", path, err)
+	}
+	defer f.Close()
+	_, err = fmt.Fprintf(f, "%s: %s\n", pkg, e.Banner())
+	return err
 }
 
 // Apply creates or updates every object in a multi-document YAML file.
