@@ -10,6 +10,8 @@ import (
 
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+
+	"elasti.dev/elasti/internal/errorreport"
 )
 
 func main() {
@@ -19,13 +21,11 @@ func main() {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(2)
 	}
-	log := zap.New(zap.UseFlagOptions(&opts))
-	flush := func() {}
-	if dsn := os.Getenv("SENTRY_DSN"); dsn != "" {
-		if log, flush, err = withSentry(log, dsn, os.Getenv("SENTRY_ENVIRONMENT")); err != nil {
-			fmt.Fprintln(os.Stderr, err)
-			os.Exit(1)
-		}
+	base := zap.New(zap.UseFlagOptions(&opts))
+	log, flush, err := errorreport.FromEnv(base, "elasti-operator", os.Getenv)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
 	}
 	ctrl.SetLogger(log)
 	code := 0

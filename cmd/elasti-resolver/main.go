@@ -21,6 +21,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	"elasti.dev/elasti/internal/activation"
+	"elasti.dev/elasti/internal/errorreport"
 	"elasti.dev/elasti/internal/resolver"
 )
 
@@ -31,13 +32,11 @@ func main() {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(2)
 	}
-	log := zap.New(zap.UseFlagOptions(&zapOpts))
-	flush := func() {}
-	if dsn := os.Getenv("SENTRY_DSN"); dsn != "" {
-		if log, flush, err = withSentry(log, dsn, os.Getenv("SENTRY_ENVIRONMENT")); err != nil {
-			fmt.Fprintln(os.Stderr, err)
-			os.Exit(1)
-		}
+	base := zap.New(zap.UseFlagOptions(&zapOpts))
+	log, flush, err := errorreport.FromEnv(base, "elasti-resolver", os.Getenv)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
 	}
 	ctrl.SetLogger(log)
 	code := 0

@@ -4,7 +4,6 @@ package controller
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"testing"
 	"time"
@@ -24,20 +23,7 @@ import (
 // exporter: an active trigger keeps the target up, an idle one puts it to
 // sleep, and triggers that cannot be evaluated never do.
 func TestPrometheusTriggers(t *testing.T) {
-	exp, err := scalingtest.StartExporter()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(exp.Stop)
-	exp.Set(5)
-	prom, err := scalingtest.StartPrometheus(context.Background(), t.TempDir(), exp.Addr)
-	if errors.Is(err, scalingtest.ErrNoPrometheus) {
-		t.Skip(err.Error())
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(prom.Stop)
+	exp, prom := scalingtest.StartForTest(t, 5)
 
 	op := startOperator(t, operatorOptions{deps: func(d *Deps) { d.PrometheusAddress = prom.URL }})
 	createResolver(t, op.resolverNS, "r1", true, "10.0.0.1")

@@ -193,20 +193,7 @@ func TestKEDAPause(t *testing.T) {
 // TestPrometheusEvaluatorAgainstRealPrometheus: idle, active and unhealthy
 // results from the real server.
 func TestPrometheusEvaluatorAgainstRealPrometheus(t *testing.T) {
-	exp, err := scalingtest.StartExporter()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(exp.Stop)
-	exp.Set(2)
-	prom, err := scalingtest.StartPrometheus(context.Background(), t.TempDir(), exp.Addr)
-	if errors.Is(err, scalingtest.ErrNoPrometheus) {
-		t.Skip(err.Error())
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(prom.Stop)
+	_, prom := scalingtest.StartForTest(t, 2)
 	ev := &scaling.Evaluator{DefaultServerAddress: prom.URL}
 	es := func(query, threshold string) *elastiv1alpha1.ElastiService {
 		return &elastiv1alpha1.ElastiService{Spec: elastiv1alpha1.ElastiServiceSpec{CooldownPeriod: 5, Triggers: []elastiv1alpha1.ScaleTrigger{{

@@ -14,6 +14,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"sync"
+	"testing"
 	"time"
 )
 
@@ -184,4 +185,26 @@ func freePort() (int, error) {
 	}
 	defer ln.Close()
 	return ln.Addr().(*net.TCPAddr).Port, nil
+}
+
+// StartForTest starts an exporter holding value and a real Prometheus
+// scraping it, both stopped when t ends. It skips t when the prometheus binary
+// is not installed.
+func StartForTest(t testing.TB, value float64) (*Exporter, *Prometheus) {
+	t.Helper()
+	exp, err := StartExporter()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(exp.Stop)
+	exp.Set(value)
+	prom, err := StartPrometheus(context.Background(), t.TempDir(), exp.Addr)
+	if errors.Is(err, ErrNoPrometheus) {
+		t.Skip(err.Error())
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(prom.Stop)
+	return exp, prom
 }
