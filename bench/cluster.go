@@ -6,7 +6,6 @@ import (
 	"bufio"
 	"context"
 	"fmt"
-	"io"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -20,7 +19,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/util/intstr"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/client-go/kubernetes"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
@@ -30,13 +28,13 @@ import (
 
 	elastiv1alpha1 "elasti.dev/elasti/api/v1alpha1"
 	"elasti.dev/elasti/internal/contract"
+	"elasti.dev/elasti/test/e2e"
 )
 
 const (
 	elastiNS     = "elasti-system"
-	demoImage    = "elasti/demoapp:dev"
-	demoPort     = 8080
-	servicePort  = 80
+	demoPort     = e2e.DemoHTTPTarget
+	servicePort  = e2e.DemoHTTPPort
 	appName      = "app"
 	benchLabel   = "elasti.dev/bench"
 	operatorSel  = "app.kubernetes.io/component=operator"
@@ -85,32 +83,46 @@ func (b *bench) serverVersion() string {
 	return v.GitVersion
 }
 
-// poll calls check every interval until it returns nil or timeout passes.
-func poll(ctx context.Context, timeout, interval time.Duration, check func(ctx context.Context) error) error {
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	for {
-		err := check(ctx)
-		if err == nil {
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("not true after %s: %w", timeout, err)
-		case <-time.After(interval):
-		}
-	}
-}
-
 // install applies bench/testdata/elasti (config/default with one operator
 // and one resolver replica) and waits for both to be rolled out.
+// uninstall removes an Elasti an earlier run left on a reused cluster, so
+// that "without Elasti" is true and the run measures fresh pods of the
+// images just built. ElastiServices go first, while their operator can still
+// release them.
+func (b *bench) uninstall(ctx context.Context) error {
+	var ns corev1.Namespace
+	err := benchKube.c.Get(ctx, client.ObjectKey{Name: elastiNS}, &ns)
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	logf("removing the Elasti an earlier run left installed")
+	var l elastiv1alpha1.ElastiServiceList
+	if err := benchKube.c.List(ctx, &l); err == nil {
+		seen := map[string]bool{}
+		for _, es := range l.Items {
+			if !seen[es.Namespace] {
+				seen[es.Namespace] = true
+				if err := deleteAllES(ctx, es.Namespace); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	overlay := filepath.Join(b.cfg.RepoRoot, "bench", "testdata", "elasti")
+	_, err = b.cfg.Kubectl(ctx, "", "delete", "--ignore-not-found", "--wait=true", "--timeout=3m", "-k", overlay)
+	return err
+}
+
 func (b *bench) install(ctx context.Context) error {
 	overlay := filepath.Join(b.cfg.RepoRoot, "bench", "testdata", "elasti")
 	if _, err := b.cfg.Kubectl(ctx, "", "apply", "--server-side", "--force-conflicts", "-k", overlay); err != nil {
 		return err
 	}
 	for _, name := range []string{"elasti-operator", "elasti-resolver"} {
-		err := poll(ctx, 4*time.Minute, 250*time.Millisecond, func(ctx context.Context) error {
+		err := e2e.Poll(ctx, 4*time.Minute, 250*time.Millisecond, func(ctx context.Context) error {
 			var d appsv1.Deployment
 			if err := benchKube.c.Get(ctx, client.ObjectKey{Namespace: elastiNS, Name: name}, &d); err != nil {
 				return err
@@ -138,55 +150,17 @@ func createNamespace(ctx context.Context, name string) error {
 	return err
 }
 
-// demoDeployment is the demo app with a 1 s readiness period (as the
-// end-to-end tests use it), serving HTTP on 8080 only.
+// demoDeployment is the end-to-end tests' demo app (1 s readiness period),
+// with env added.
 func demoDeployment(ns, name string, replicas int32, env ...corev1.EnvVar) *appsv1.Deployment {
-	labels := map[string]string{"app": name}
-	return &appsv1.Deployment{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Labels: labels},
-		Spec: appsv1.DeploymentSpec{
-			Replicas: ptr.To(replicas),
-			Selector: &metav1.LabelSelector{MatchLabels: labels},
-			Template: corev1.PodTemplateSpec{
-				ObjectMeta: metav1.ObjectMeta{Labels: labels},
-				Spec: corev1.PodSpec{
-					TerminationGracePeriodSeconds: ptr.To[int64](1),
-					Containers: []corev1.Container{{
-						Name:            "demoapp",
-						Image:           demoImage,
-						ImagePullPolicy: corev1.PullNever,
-						Env:             env,
-						Ports:           []corev1.ContainerPort{{Name: "http", ContainerPort: demoPort}},
-						ReadinessProbe: &corev1.Probe{
-							ProbeHandler:  corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/healthz", Port: intstr.FromString("http")}},
-							PeriodSeconds: 1,
-						},
-						SecurityContext: &corev1.SecurityContext{
-							RunAsNonRoot:             ptr.To(true),
-							AllowPrivilegeEscalation: ptr.To(false),
-							ReadOnlyRootFilesystem:   ptr.To(true),
-							Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
-						},
-					}},
-				},
-			},
-		},
-	}
+	d := e2e.DemoAppDeployment(ns, name, replicas)
+	d.Spec.Template.Spec.Containers[0].Env = env
+	return d
 }
 
 // demoService has one HTTP port, so each ElastiService takes one resolver
 // port.
-func demoService(ns, name string) *corev1.Service {
-	return &corev1.Service{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
-		Spec: corev1.ServiceSpec{
-			Selector: map[string]string{"app": name},
-			Ports: []corev1.ServicePort{{
-				Name: "http", Port: servicePort, TargetPort: intstr.FromString("http"), AppProtocol: ptr.To("http"),
-			}},
-		},
-	}
-}
+func demoService(ns, name string) *corev1.Service { return e2e.DemoAppHTTPService(ns, name) }
 
 // elastiService has no triggers: it never sleeps on its own. The bench puts
 // the target to zero itself, and the operator then moves the Service to
@@ -261,7 +235,7 @@ func podsOf(ctx context.Context, ns, selector string) ([]corev1.Pod, error) {
 
 // waitReady waits until Service ns/svc has want ready endpoints of its own.
 func waitReady(ctx context.Context, ns, svc string, want int) error {
-	return poll(ctx, 3*time.Minute, 100*time.Millisecond, func(ctx context.Context) error {
+	return e2e.Poll(ctx, 3*time.Minute, 100*time.Millisecond, func(ctx context.Context) error {
 		n, err := ownReady(ctx, ns, svc)
 		if err != nil {
 			return err
@@ -276,7 +250,7 @@ func waitReady(ctx context.Context, ns, svc string, want int) error {
 // waitNoPods waits until the app has no pods at all (none terminating) and
 // no ready endpoint.
 func waitNoPods(ctx context.Context, ns, app string) error {
-	return poll(ctx, 2*time.Minute, 100*time.Millisecond, func(ctx context.Context) error {
+	return e2e.Poll(ctx, 2*time.Minute, 100*time.Millisecond, func(ctx context.Context) error {
 		pods, err := podsOf(ctx, ns, "app="+app)
 		if err != nil {
 			return err
@@ -305,7 +279,7 @@ func getES(ctx context.Context, ns, name string) (*elastiv1alpha1.ElastiService,
 // for a proxy slice listing a ready resolver, in serve mode for no proxy
 // slice.
 func waitMode(ctx context.Context, ns, name string, mode elastiv1alpha1.Mode) error {
-	return poll(ctx, 2*time.Minute, 50*time.Millisecond, func(ctx context.Context) error {
+	return e2e.Poll(ctx, 2*time.Minute, 50*time.Millisecond, func(ctx context.Context) error {
 		es, err := getES(ctx, ns, name)
 		if err != nil {
 			return err
@@ -450,21 +424,5 @@ func sampleRSS(ctx context.Context, selector string, n int) ([]float64, error) {
 
 func (b *bench) scrape(ctx context.Context, url string) (string, error) {
 	c := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{DialContext: b.cfg.NodeDialer().DialContext, DisableKeepAlives: true}}
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-	if err != nil {
-		return "", err
-	}
-	resp, err := c.Do(req)
-	if err != nil {
-		return "", err
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
-	if err != nil {
-		return "", err
-	}
-	if resp.StatusCode != http.StatusOK {
-		return "", fmt.Errorf("GET %s: %s", url, resp.Status)
-	}
-	return string(body), nil
+	return e2e.GetWith(ctx, c, url, "")
 }

@@ -104,7 +104,7 @@ func runMain(args []string) error {
 	fs := flag.NewFlagSet("run", flag.ContinueOnError)
 	out := fs.String("out", "bench/results", "directory for latest.md and latest.json")
 	microOnly := fs.Bool("micro-only", false, "run only the Go microbenchmarks (no cluster)")
-	runs := fs.Int("runs", 15, "cold-start runs (each of (c) and (d))")
+	runs := fs.Int("runs", 30, "cold-start runs (each of (c) and (d))")
 	microCount := fs.Int("micro-count", 5, "go test -count for the microbenchmarks")
 	cleanup := fs.Bool("cleanup", true, "delete the bench's namespaces at the end (hack/bench.sh turns it off when it takes the cluster down anyway)")
 	since := fs.Int64("since", 0, "Unix time `make bench` started (for the duration in the file); default now")

@@ -6,7 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"net/http/httptrace"
@@ -26,6 +26,7 @@ import (
 
 	elastiv1alpha1 "elasti.dev/elasti/api/v1alpha1"
 	"elasti.dev/elasti/bench/report"
+	"elasti.dev/elasti/test/e2e"
 )
 
 // Namespaces of the bench's workloads.
@@ -83,9 +84,12 @@ func (b *bench) clusterFigures(ctx context.Context) error {
 	if b.cleanupAfter {
 		defer b.cleanup()
 	}
-	b.note("Setup: Elasti from config/default with the overlay bench/testdata/elasti: one operator replica (so every activation lands on the leader), one resolver replica with a 1-CPU limit. The demo app (test/demoapp) has a 1 s readiness period. All load comes from `elasti-bench load` inside the node's network namespace, one new connection per request, on the same 2-CPU machine that runs the whole cluster, so every figure includes CPU contention with the load generator.")
+	b.note("Setup: Elasti from config/default with the overlay bench/testdata/elasti: one operator replica (so every activation lands on the leader), one resolver replica with a 1-CPU limit. The demo app (test/demoapp) has a 1 s readiness period. All load comes from `elasti-bench load` inside the node's network namespace, one new connection per request, on the same 2-CPU machine that runs the whole cluster, so every figure includes CPU contention with the load generator. The cluster's etcd runs with --unsafe-no-fsync (a throwaway cluster), so API writes cost no disk flush.")
 	b.note("Scaled down to fit 20 minutes: %d cold-start runs each of (c) and (d); fixed-rate runs are 10 s at 500 rps and 5 s at 2,000 rps; max throughput is three 5 s runs; scale and burst figures are single runs (N is the number of samples in each row).", b.runs)
 	b.note("(a) and (b) are measured from outside the product: the bench watches the Deployment and the Service's own EndpointSlices and timestamps the events as they arrive, and times the client request with httptrace. The last cold-start row gives the watch delivery delay that (a) includes.")
+	if err := b.uninstall(ctx); err != nil {
+		return fmt.Errorf("remove an earlier Elasti: %w", err)
+	}
 	for _, ns := range []string{nsCold, nsPlain, nsBurst} {
 		if err := createNamespace(ctx, ns); err != nil {
 			return err
@@ -156,7 +160,7 @@ func (b *bench) clusterFigures(ctx context.Context) error {
 // warmUp waits until a new ClusterIP answers (kube-proxy may lag).
 func (b *bench) warmUp(ctx context.Context, url string) error {
 	c := b.nodeClient(10 * time.Second)
-	return poll(ctx, time.Minute, 200*time.Millisecond, func(ctx context.Context) error {
+	return e2e.Poll(ctx, time.Minute, 200*time.Millisecond, func(ctx context.Context) error {
 		_, err := get(ctx, c, url, nil)
 		return err
 	})
@@ -172,22 +176,11 @@ func get(ctx context.Context, c *http.Client, url string, trace *httptrace.Clien
 	if trace != nil {
 		ctx = httptrace.WithClientTrace(ctx, trace)
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-	if err != nil {
-		return 0, err
+	code, err := doGet(ctx, c, url)
+	if err == nil && code != http.StatusOK {
+		err = fmt.Errorf("GET %s: %d %s", url, code, http.StatusText(code))
 	}
-	resp, err := c.Do(req)
-	if err != nil {
-		return 0, err
-	}
-	defer resp.Body.Close()
-	if _, err := io.Copy(io.Discard, resp.Body); err != nil {
-		return 0, err
-	}
-	if resp.StatusCode != http.StatusOK {
-		return resp.StatusCode, fmt.Errorf("GET %s: %s", url, resp.Status)
-	}
-	return resp.StatusCode, nil
+	return code, err
 }
 
 // addPair adds two load runs' latencies and the difference of their
@@ -309,22 +302,32 @@ func waitFor(ctx context.Context, ch <-chan time.Time, d time.Duration) (time.Ti
 // sleepCold puts the cold app to zero and waits until the resolver holds its
 // traffic: proxy mode, a proxy slice with a ready resolver, no pod left, and
 // a moment for kube-proxy to program the slice.
-func sleepCold(ctx context.Context, ns string) error {
+func sleepCold(ctx context.Context, ns string, phase time.Duration) error {
 	if err := scaleTo(ctx, ns, appName, 0); err != nil {
 		return err
 	}
 	if err := waitMode(ctx, ns, appName, elastiv1alpha1.ModeProxy); err != nil {
 		return err
 	}
-	seen := time.Now()
 	if err := waitNoPods(ctx, ns, appName); err != nil {
 		return err
 	}
-	// kube-proxy syncs at most once a second.
-	if rest := 1500*time.Millisecond - time.Since(seen); rest > 0 {
-		time.Sleep(rest)
-	}
+	settle(phase)
 	return nil
+}
+
+// settle pauses before a cold start: at least 1.5 s for kube-proxy (it
+// syncs at most once a second), then until the wall clock reaches phase
+// within its second. The kubelet notices a started container and probes it
+// on one-second ticks, so a cold start's Kubernetes part depends on where in
+// the second it begins, by up to a second. Each (c)/(d) pair starts both of
+// its runs at the same phase, a random one per pair, so that the pair's
+// difference keeps what Elasti adds and drops most of that tick noise, while
+// the pairs together still sample every phase.
+func settle(phase time.Duration) {
+	at := time.Now().Add(1500 * time.Millisecond)
+	wait := 1500*time.Millisecond + (phase-time.Duration(at.UnixNano())%time.Second+time.Second)%time.Second
+	time.Sleep(wait)
 }
 
 type coldRun struct {
@@ -333,9 +336,9 @@ type coldRun struct {
 
 // coldOnce: one request at zero through the ClusterIP, timed against the
 // watch events of the scale write and of the first ready endpoint.
-func (b *bench) coldOnce(ctx context.Context, url string) (coldRun, error) {
+func (b *bench) coldOnce(ctx context.Context, url string, phase time.Duration) (coldRun, error) {
 	var r coldRun
-	if err := sleepCold(ctx, nsCold); err != nil {
+	if err := sleepCold(ctx, nsCold, phase); err != nil {
 		return r, err
 	}
 	wctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
@@ -376,7 +379,7 @@ type plainRun struct {
 
 // plainOnce: the same workload without Elasti, scaled 0→1 the way `kubectl
 // scale` does it (the /scale subresource), until its endpoint is ready.
-func plainOnce(ctx context.Context) (plainRun, error) {
+func plainOnce(ctx context.Context, phase time.Duration) (plainRun, error) {
 	var r plainRun
 	if err := scaleTo(ctx, nsPlain, appName, 0); err != nil {
 		return r, err
@@ -384,6 +387,7 @@ func plainOnce(ctx context.Context) (plainRun, error) {
 	if err := waitNoPods(ctx, nsPlain, appName); err != nil {
 		return r, err
 	}
+	settle(phase)
 	wctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
 	scaled, err := watchScaled(wctx, nsPlain, appName)
@@ -424,11 +428,12 @@ func (b *bench) coldStarts(ctx context.Context) error {
 	var as, bs, cs, k8s, ds, wd, diff, share []float64
 	// (c) and (d) alternate, so both see the same machine.
 	for i := range b.runs {
-		c, err := b.coldOnce(ctx, url)
+		phase := rand.N(time.Second)
+		c, err := b.coldOnce(ctx, url, phase)
 		if err != nil {
 			return fmt.Errorf("cold start run %d: %w", i+1, err)
 		}
-		d, err := plainOnce(ctx)
+		d, err := plainOnce(ctx, phase)
 		if err != nil {
 			return fmt.Errorf("plain scale run %d: %w", i+1, err)
 		}
@@ -445,7 +450,7 @@ func (b *bench) coldStarts(ctx context.Context) error {
 	b.add(fig(secCold, "(c) request at zero, total latency seen by the client", "ms", cs, nil, "GET through the ClusterIP, new connection, from the node's network namespace"))
 	b.add(fig(secCold, "(d) same workload without Elasti: /scale 0→1 until its endpoint is ready", "ms", ds, nil, "the write `kubectl scale` makes, then the EndpointSlice watch"))
 	b.add(fig(secCold, nameCD, "ms", diff, goalRows[2].Goal,
-		"run i of (c) minus run i of (d); both are dominated by the 1 s readiness probe period, so single pairs are noisy"))
+		"run i of (c) minus run i of (d); both runs of a pair start at the same phase of the wall-clock second (random per pair), because the kubelet's one-second ticks dominate both; what is left in a pair is Elasti plus the rest of Kubernetes' own variation"))
 	b.add(fig(secCold, "Elasti's share of (c) in the same run: (c) − (scale write seen → endpoint ready)", "ms", share, nil,
 		"removes the pod start and readiness probe, which Elasti does not control, from each run"))
 	b.add(fig(secCold, "Kubernetes' part of (c): scale write seen → endpoint ready", "ms", k8s, nil, ""))
@@ -604,6 +609,12 @@ func (b *bench) scale(ctx context.Context) error {
 	if err := createNamespace(ctx, nsScale); err != nil {
 		return err
 	}
+	// The burst left the resolver's heap grown (the Go runtime returns
+	// memory to the OS slowly); a fresh resolver makes the RSS below about
+	// the 1,000 mappings alone.
+	if err := restartResolver(ctx); err != nil {
+		return err
+	}
 	_, opod, err := componentPID(ctx, operatorSel)
 	if err != nil {
 		return err
@@ -650,7 +661,7 @@ func (b *bench) scale(ctx context.Context) error {
 	created := time.Since(start)
 	logf("scale: created in %s; waiting for proxy mode", created.Round(time.Millisecond))
 	var proxied int
-	err = poll(ctx, 8*time.Minute, 500*time.Millisecond, func(ctx context.Context) error {
+	err = e2e.Poll(ctx, 8*time.Minute, 500*time.Millisecond, func(ctx context.Context) error {
 		var l elastiv1alpha1.ElastiServiceList
 		if err := benchKube.c.List(ctx, &l, client.InNamespace(nsScale)); err != nil {
 			return err
@@ -710,6 +721,34 @@ func (b *bench) scale(ctx context.Context) error {
 	return nil
 }
 
+// restartResolver replaces the resolver's pod and waits for the new one to
+// be Ready.
+func restartResolver(ctx context.Context) error {
+	_, old, err := componentPID(ctx, resolverSel)
+	if err != nil {
+		return err
+	}
+	logf("restarting the resolver (pod %s)", old.Name)
+	if err := benchKube.c.Delete(ctx, old); err != nil {
+		return err
+	}
+	return e2e.Poll(ctx, 2*time.Minute, 250*time.Millisecond, func(ctx context.Context) error {
+		_, p, err := componentPID(ctx, resolverSel)
+		if err != nil {
+			return err
+		}
+		if p.Name == old.Name {
+			return fmt.Errorf("old resolver pod %s still running", p.Name)
+		}
+		for _, c := range p.Status.Conditions {
+			if c.Type == corev1.PodReady && c.Status == corev1.ConditionTrue {
+				return nil
+			}
+		}
+		return fmt.Errorf("resolver pod %s not Ready", p.Name)
+	})
+}
+
 // deleteAllES deletes a namespace's Deployments first (so the deletion
 // finalizer has no target to wake) and then its ElastiServices, and waits
 // until they are gone.
@@ -720,7 +759,7 @@ func deleteAllES(ctx context.Context, ns string) error {
 	if err := benchKube.c.DeleteAllOf(ctx, &elastiv1alpha1.ElastiService{}, client.InNamespace(ns)); err != nil && !apierrors.IsNotFound(err) {
 		return err
 	}
-	return poll(ctx, 5*time.Minute, 500*time.Millisecond, func(ctx context.Context) error {
+	return e2e.Poll(ctx, 5*time.Minute, 500*time.Millisecond, func(ctx context.Context) error {
 		var l elastiv1alpha1.ElastiServiceList
 		if err := benchKube.c.List(ctx, &l, client.InNamespace(ns)); err != nil {
 			return err

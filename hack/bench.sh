@@ -6,7 +6,7 @@
 # this run brought it up, unless BENCH_KEEP_CLUSTER is set).
 #
 #   BENCH_MICRO_ONLY=1  only the Go microbenchmarks, no cluster
-#   BENCH_RUNS=N        cold-start runs (default 15)
+#   BENCH_RUNS=N        cold-start runs (default 30)
 #   BENCH_KEEP_CLUSTER=1 leave a cluster this run started running
 #
 # Benchmarks are not tests: this never fails on numbers (`make bench-check`
@@ -43,7 +43,7 @@ else
   # A cluster this run takes down needs no cleanup of the bench's namespaces.
   cleanup_ns=true
   [[ $started == 1 && -z ${BENCH_KEEP_CLUSTER:-} ]] && cleanup_ns=false
-  bin/elasti-bench run -out bench/results -since "$start" -runs "${BENCH_RUNS:-15}" -cleanup="$cleanup_ns"
+  bin/elasti-bench run -out bench/results -since "$start" -runs "${BENCH_RUNS:-30}" -cleanup="$cleanup_ns"
 fi
 echo "bench: done in $(( $(date +%s) - start ))s"
 cat bench/results/latest.md

@@ -168,3 +168,47 @@ func TestActivationThroughNonLeader(t *testing.T) {
 		return nil
 	})
 }
+
+// raisingScaler is the real /scale client, except that just before its
+// first scale from zero another writer raises the target to raiseTo: the
+// race a wake must lose gracefully.
+type raisingScaler struct {
+	*scaling.Scaler
+	raiseTo int32
+	once    sync.Once
+}
+
+func (s *raisingScaler) ScaleFromZero(ctx context.Context, ns string, ref elastiv1alpha1.ScaleTargetRef, n int32) (bool, error) {
+	var err error
+	s.once.Do(func() { err = s.Scale(ctx, ns, ref, s.raiseTo) })
+	if err != nil {
+		return false, err
+	}
+	return s.Scaler.ScaleFromZero(ctx, ns, ref, n)
+}
+
+// TestWakeNeverLowersARaisedTarget: a wake assumes a target it put to sleep
+// is still at zero and skips reading it; when someone else raised it in the
+// meantime, the conditional write leaves their replica count alone and the
+// activation answers with it.
+func TestWakeNeverLowersARaisedTarget(t *testing.T) {
+	rs := &raisingScaler{Scaler: &scaling.Scaler{Client: k8s}, raiseTo: 3}
+	op := startOperator(t, operatorOptions{
+		triggers: newFakeTriggers(scaling.StateIdle),
+		deps:     func(d *Deps) { d.Scaler = rs },
+	})
+	createResolver(t, op.resolverNS, "r1", true, "10.0.0.1")
+	createDeployment(t, op.ns, "web", 1)
+	createService(t, op.ns, "web")
+	createES(t, op.ns, "web", "web", "web")
+	eventually(t, wait, "asleep", wantReplicas(op.ns, "web", 0))
+
+	url := startActivationServer(t, op.resolverNS, op.waker)
+	code, resp, err := activate(url, serviceAccountToken(t, op.resolverNS, "elasti-resolver"), op.ns, "web")
+	if err != nil || code != http.StatusOK || resp.Replicas != 3 {
+		t.Fatalf("activation: %d %+v %v; want 200 with the 3 replicas the other writer set", code, resp, err)
+	}
+	if got := deploymentReplicas(t, op.ns, "web"); got != 3 {
+		t.Fatalf("the wake overwrote the other writer: %d replicas, want 3", got)
+	}
+}

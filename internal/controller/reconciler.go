@@ -28,6 +28,9 @@ import (
 type targetScaler interface {
 	Replicas(ctx context.Context, namespace string, ref elastiv1alpha1.ScaleTargetRef) (int32, error)
 	Scale(ctx context.Context, namespace string, ref elastiv1alpha1.ScaleTargetRef, replicas int32) error
+	// ScaleFromZero scales only a target at zero, atomically, and reports
+	// whether it did.
+	ScaleFromZero(ctx context.Context, namespace string, ref elastiv1alpha1.ScaleTargetRef, replicas int32) (bool, error)
 }
 
 // autoscalerControl pauses KEDA and reads HPA floors.
@@ -146,7 +149,11 @@ func (r *Reconciler) observe(ctx context.Context, es *elastiv1alpha1.ElastiServi
 		return o, fx, fmt.Errorf("get Service %s/%s: %w", es.Namespace, es.Spec.Service, err)
 	}
 
-	replicas, err := r.scaler.Replicas(ctx, es.Namespace, es.Spec.ScaleTargetRef)
+	var replicas int32
+	var err error
+	if !wakeFromZero(es, o.wakeRequested) || !r.targets.cached(ctx, es.Namespace, es.Spec.ScaleTargetRef) {
+		replicas, err = r.scaler.Replicas(ctx, es.Namespace, es.Spec.ScaleTargetRef)
+	}
 	switch {
 	case err == nil:
 		o.targetFound, o.replicas = true, replicas
@@ -190,6 +197,21 @@ func (r *Reconciler) observe(ctx context.Context, es *elastiv1alpha1.ElastiServi
 	o.graceStartedAt = r.grace[key]
 	r.graceMu.Unlock()
 	return o, fx, nil
+}
+
+// wakeFromZero reports whether a wake is requested for a target this
+// operator put to zero itself. observe then skips the /scale read: the wake's
+// scale-from-zero write is conditional on zero anyway, and skipping the read
+// takes one API round trip off every cold start. A target that turns out to
+// have replicas, or to be gone, is read on that path or by the next
+// reconcile. The caller also requires the target in the metadata cache, so a
+// deleted target takes the read and is reported as missing.
+func wakeFromZero(es *elastiv1alpha1.ElastiService, wakeRequested bool) bool {
+	if !wakeRequested || es.Status.Mode != elastiv1alpha1.ModeProxy {
+		return false
+	}
+	c := meta.FindStatusCondition(es.Status.Conditions, elastiv1alpha1.ConditionActive)
+	return c != nil && c.Reason == ReasonScaledToZero
 }
 
 // execute carries a plan out in DESIGN.md's order: wake first; the proxy
@@ -269,10 +291,18 @@ func (r *Reconciler) wakeTarget(ctx context.Context, es *elastiv1alpha1.ElastiSe
 		}
 		want = max(want, floor)
 	}
-	err := r.scaler.Scale(ctx, es.Namespace, es.Spec.ScaleTargetRef, want)
-	scaleOperations.WithLabelValues(es.Namespace, es.Name, "up", resultLabel(err)).Inc()
+	scaled, err := r.scaler.ScaleFromZero(ctx, es.Namespace, es.Spec.ScaleTargetRef, want)
+	if err != nil || scaled {
+		scaleOperations.WithLabelValues(es.Namespace, es.Name, "up", resultLabel(err)).Inc()
+	}
 	if err != nil {
 		return 0, false, err
+	}
+	if !scaled {
+		// Someone else raised the target since it was read (or observe
+		// assumed zero): leave their replica count alone.
+		n, err := r.scaler.Replicas(ctx, es.Namespace, es.Spec.ScaleTargetRef)
+		return n, false, err
 	}
 	return want, true, nil
 }

@@ -109,7 +109,7 @@ func Setup(ctx context.Context, mgr ctrl.Manager, cfg Config, deps Deps) (*Waker
 		return nil, fmt.Errorf("build the ElastiService controller: %w", err)
 	}
 	r.targets = &targetWatches{cache: mgr.GetCache(), ctrl: c, enqueue: r.forTarget, watched: map[schema.GroupVersionKind]bool{}}
-	return &Waker{Reader: live, Writer: mgr.GetClient(), Elected: mgr.Elected(), Timeout: cfg.WakeTimeout, wakes: r.wakes}, nil
+	return &Waker{Reader: live, Cache: mgr.GetCache(), Writer: mgr.GetClient(), Elected: mgr.Elected(), Timeout: cfg.WakeTimeout, wakes: r.wakes}, nil
 }
 
 // CacheOptions keeps the manager's caches to what the reconciler reads:

@@ -69,6 +69,28 @@ func (t *targetWatches) ensure(gvk schema.GroupVersionKind) error {
 	return nil
 }
 
+// cached reports whether the target is in the metadata cache. It answers
+// only for kinds already watched (false otherwise), so it never starts an
+// informer as a side effect.
+func (t *targetWatches) cached(ctx context.Context, namespace string, ref elastiv1alpha1.ScaleTargetRef) bool {
+	if t == nil || t.cache == nil {
+		return false
+	}
+	gvk, err := scaling.TargetGVK(ref)
+	if err != nil {
+		return false
+	}
+	t.mu.Lock()
+	watched := t.watched[gvk]
+	t.mu.Unlock()
+	if !watched {
+		return false
+	}
+	obj := &metav1.PartialObjectMetadata{}
+	obj.SetGroupVersionKind(gvk)
+	return t.cache.Get(ctx, client.ObjectKey{Namespace: namespace, Name: ref.Name}, obj) == nil
+}
+
 // encodeTarget is the value of the annotation that remembers which target
 // the operator manages, so that a changed scaleTargetRef can restore the old
 // one.

@@ -88,6 +88,10 @@ type Waker struct {
 	// Reader reads ElastiServices from the API server (not a cache, which
 	// a non-leader may not have started).
 	Reader client.Reader
+	// Cache, if set, is read instead on the leader, whose cache runs: it
+	// saves an API round trip per wake. A miss falls back to Reader, in
+	// case the object is newer than the cache.
+	Cache client.Reader
 	// Writer patches the wake-now annotation.
 	Writer client.Writer
 	// Elected is closed once this replica leads.
@@ -106,7 +110,7 @@ var _ activation.ServerWaker = (*Waker)(nil)
 // Wake implements activation.ServerWaker.
 func (w *Waker) Wake(ctx context.Context, key types.NamespacedName) (activation.ServerWakeResult, error) {
 	es := &elastiv1alpha1.ElastiService{}
-	if err := w.Reader.Get(ctx, key, es); err != nil {
+	if err := w.get(ctx, key, es); err != nil {
 		if apierrors.IsNotFound(err) {
 			activations.WithLabelValues(key.Namespace, key.Name, "not_found").Inc()
 			return activation.ServerWakeResult{}, nil
@@ -122,6 +126,16 @@ func (w *Waker) Wake(ctx context.Context, key types.NamespacedName) (activation.
 		return w.wakeAsLeader(ctx, key)
 	}
 	return w.forward(ctx, es)
+}
+
+func (w *Waker) get(ctx context.Context, key types.NamespacedName, es *elastiv1alpha1.ElastiService) error {
+	if w.Cache != nil && w.leading() {
+		err := w.Cache.Get(ctx, key, es)
+		if !apierrors.IsNotFound(err) {
+			return err
+		}
+	}
+	return w.Reader.Get(ctx, key, es)
 }
 
 func (w *Waker) leading() bool {

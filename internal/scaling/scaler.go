@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -69,6 +70,31 @@ func (s *Scaler) Scale(ctx context.Context, namespace string, ref elastiv1alpha1
 		return fmt.Errorf("scale %s %s/%s to %d: %w", ref.Kind, namespace, ref.Name, replicas, classify(err))
 	}
 	return nil
+}
+
+// ScaleFromZero sets the target's replica count only if it is zero, in one
+// atomic write: a JSON patch whose test step requires an empty /scale spec
+// (autoscaling/v1 omits a zero spec.replicas). It reports whether it scaled;
+// false, with no error, means the target already had replicas and was left
+// alone, so a wake never lowers a target someone else raised.
+func (s *Scaler) ScaleFromZero(ctx context.Context, namespace string, ref elastiv1alpha1.ScaleTargetRef, replicas int32) (bool, error) {
+	target, err := s.target(namespace, ref)
+	if err != nil {
+		return false, err
+	}
+	patch := fmt.Appendf(nil, `[{"op":"test","path":"/spec","value":{}},{"op":"add","path":"/spec/replicas","value":%d}]`, replicas)
+	sc := &unstructured.Unstructured{}
+	sc.SetGroupVersionKind(scaleGVK)
+	err = s.Client.SubResource("scale").Patch(ctx, target, client.RawPatch(types.JSONPatchType, patch), client.WithSubResourceBody(sc))
+	switch {
+	case err == nil:
+		return true, nil
+	case apierrors.IsInvalid(err):
+		// The test step failed: the target is not at zero.
+		return false, nil
+	default:
+		return false, fmt.Errorf("scale %s %s/%s from zero to %d: %w", ref.Kind, namespace, ref.Name, replicas, classify(err))
+	}
 }
 
 func (s *Scaler) target(namespace string, ref elastiv1alpha1.ScaleTargetRef) (*unstructured.Unstructured, error) {

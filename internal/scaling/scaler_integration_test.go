@@ -106,6 +106,25 @@ func TestScaleThroughScaleSubresource(t *testing.T) {
 				t.Fatalf("%s after scaling to %d: %d %v", ref.Kind, want, n, err)
 			}
 		}
+		// At 3, a scale from zero leaves the target alone; at 0 it scales.
+		if scaled, err := s.ScaleFromZero(ctx, ns, ref, 1); err != nil || scaled {
+			t.Fatalf("%s at 3: ScaleFromZero = %v, %v; want false, nil", ref.Kind, scaled, err)
+		}
+		if n, err := s.Replicas(ctx, ns, ref); err != nil || n != 3 {
+			t.Fatalf("%s after a refused scale from zero: %d %v; want 3", ref.Kind, n, err)
+		}
+		if err := s.Scale(ctx, ns, ref, 0); err != nil {
+			t.Fatal(err)
+		}
+		if scaled, err := s.ScaleFromZero(ctx, ns, ref, 2); err != nil || !scaled {
+			t.Fatalf("%s at 0: ScaleFromZero = %v, %v; want true, nil", ref.Kind, scaled, err)
+		}
+		if n, err := s.Replicas(ctx, ns, ref); err != nil || n != 2 {
+			t.Fatalf("%s after a scale from zero to 2: %d %v", ref.Kind, n, err)
+		}
+	}
+	if _, err := s.ScaleFromZero(ctx, ns, elastiv1alpha1.ScaleTargetRef{APIVersion: "apps/v1", Kind: "Deployment", Name: "missing"}, 1); !apierrors.IsNotFound(err) {
+		t.Errorf("scale a missing target from zero: %v; want NotFound", err)
 	}
 	_, err := s.Replicas(ctx, ns, elastiv1alpha1.ScaleTargetRef{APIVersion: "example.com/v1", Kind: "Widget", Name: "w"})
 	if !errors.Is(err, scaling.ErrTargetKindUnknown) {

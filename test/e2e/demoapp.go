@@ -75,14 +75,23 @@ func DemoAppDeployment(ns, name string, replicas int32) *appsv1.Deployment {
 // DemoAppService returns the Service in front of DemoAppDeployment: HTTP on
 // 80, gRPC (h2c) on 9090, TCP echo on 9000.
 func DemoAppService(ns, name string) *corev1.Service {
+	svc := DemoAppHTTPService(ns, name)
+	svc.Spec.Ports = append(svc.Spec.Ports,
+		corev1.ServicePort{Name: "grpc", Port: DemoGRPCPort, TargetPort: intstr.FromString("grpc"), AppProtocol: ptr.To("kubernetes.io/h2c")},
+		corev1.ServicePort{Name: "tcp", Port: DemoTCPPort, TargetPort: intstr.FromString("tcp")},
+	)
+	return svc
+}
+
+// DemoAppHTTPService is DemoAppService with its HTTP port only, so an
+// ElastiService for it takes one resolver port.
+func DemoAppHTTPService(ns, name string) *corev1.Service {
 	return &corev1.Service{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
 		Spec: corev1.ServiceSpec{
 			Selector: map[string]string{"app": name},
 			Ports: []corev1.ServicePort{
 				{Name: "http", Port: DemoHTTPPort, TargetPort: intstr.FromString("http"), AppProtocol: ptr.To("http")},
-				{Name: "grpc", Port: DemoGRPCPort, TargetPort: intstr.FromString("grpc"), AppProtocol: ptr.To("kubernetes.io/h2c")},
-				{Name: "tcp", Port: DemoTCPPort, TargetPort: intstr.FromString("tcp")},
 			},
 		},
 	}
