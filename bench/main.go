@@ -7,6 +7,7 @@
 //	elasti-bench run [-out DIR] [-micro-only] [-runs N]
 //	elasti-bench load -mode rate|closed|burst -url http://IP:PORT/ ...   (inside the node's namespace)
 //	elasti-bench check [-in DIR]
+//	elasti-bench readme [-in DIR] [-readme FILE]   (run does this too)
 //
 // Benchmarks are not tests: run never fails on numbers, only when it could
 // not measure. check compares the latest results with the goals.
@@ -42,6 +43,8 @@ func main() {
 		err = loadMain(os.Args[2:])
 	case "check":
 		err = checkMain(os.Args[2:])
+	case "readme":
+		err = readmeMain(os.Args[2:])
 	default:
 		err = fmt.Errorf("unknown command %q", os.Args[1])
 	}
@@ -53,6 +56,33 @@ func main() {
 
 func logf(format string, args ...any) {
 	fmt.Fprintf(os.Stderr, "%s bench: %s\n", time.Now().Format("15:04:05"), fmt.Sprintf(format, args...))
+}
+
+func readmeMain(args []string) error {
+	fs := flag.NewFlagSet("readme", flag.ContinueOnError)
+	in := fs.String("in", "bench/results", "directory holding latest.json")
+	readme := fs.String("readme", "README.md", "the README whose benchmark table to rewrite")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	r, err := report.Load(filepath.Join(*in, "latest.json"))
+	if err != nil {
+		return err
+	}
+	return writeReadme(*readme, r)
+}
+
+// writeReadme puts r's table between the README's bench-table markers.
+func writeReadme(path string, r report.Report) error {
+	old, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	updated, err := report.SpliceReadme(string(old), r.ReadmeTable())
+	if err != nil {
+		return fmt.Errorf("%s: %w", path, err)
+	}
+	return os.WriteFile(path, []byte(updated), 0o644)
 }
 
 func checkMain(args []string) error {
@@ -107,6 +137,7 @@ func runMain(args []string) error {
 	runs := fs.Int("runs", 30, "cold-start runs (each of (c) and (d))")
 	microCount := fs.Int("micro-count", 5, "go test -count for the microbenchmarks")
 	cleanup := fs.Bool("cleanup", true, "delete the bench's namespaces at the end (hack/bench.sh turns it off when it takes the cluster down anyway)")
+	readme := fs.String("readme", "", "README whose benchmark table to rewrite from the results (hack/bench.sh passes README.md)")
 	since := fs.Int64("since", 0, "Unix time `make bench` started (for the duration in the file); default now")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -160,6 +191,17 @@ func runMain(args []string) error {
 		return err
 	}
 	logf("wrote %s", filepath.Join(*out, "latest.md"))
+	if *readme != "" {
+		// Reload, so the README shows exactly what latest.json holds.
+		saved, err := report.Load(filepath.Join(*out, "latest.json"))
+		if err != nil {
+			return err
+		}
+		if err := writeReadme(*readme, saved); err != nil {
+			return err
+		}
+		logf("updated the benchmark table in %s", *readme)
+	}
 	return nil
 }
 

@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # `make bench`: measures what Elasti adds on the local cluster and writes
-# bench/results/latest.md (printed at the end) and latest.json. The
-# measurements are bench/ (build tag bench); this script is the glue: build,
-# cluster up (unless one already runs), images, run, cluster down (only if
-# this run brought it up, unless BENCH_KEEP_CLUSTER is set).
+# bench/results/latest.md (printed at the end) and latest.json, and the
+# table in README.md. The measurements are bench/ (build tag bench); this
+# script is the glue: build, cluster up (unless one already runs), images,
+# run, cluster down (only if this run brought it up, unless
+# BENCH_KEEP_CLUSTER is set).
 #
 #   BENCH_MICRO_ONLY=1  only the Go microbenchmarks, no cluster
 #   BENCH_RUNS=N        cold-start runs (default 30)
@@ -19,7 +20,7 @@ mkdir -p bin bench/results
 go build -tags bench -o bin/elasti-bench ./bench
 
 if [[ -n ${BENCH_MICRO_ONLY:-} ]]; then
-  bin/elasti-bench run -micro-only -out bench/results -since "$start"
+  bin/elasti-bench run -micro-only -out bench/results -readme README.md -since "$start"
 else
   ELASTI_K8S_BIN=$(hack/k8s-binaries.sh)
   export ELASTI_K8S_BIN
@@ -43,7 +44,7 @@ else
   # A cluster this run takes down needs no cleanup of the bench's namespaces.
   cleanup_ns=true
   [[ $started == 1 && -z ${BENCH_KEEP_CLUSTER:-} ]] && cleanup_ns=false
-  bin/elasti-bench run -out bench/results -since "$start" -runs "${BENCH_RUNS:-30}" -cleanup="$cleanup_ns"
+  bin/elasti-bench run -out bench/results -readme README.md -since "$start" -runs "${BENCH_RUNS:-30}" -cleanup="$cleanup_ns"
 fi
 echo "bench: done in $(( $(date +%s) - start ))s"
 cat bench/results/latest.md

@@ -2,6 +2,7 @@ package report
 
 import (
 	"math"
+	"os"
 	"strings"
 	"testing"
 )
@@ -159,5 +160,61 @@ func TestParseMetrics(t *testing.T) {
 	}
 	if v := ParseGauge(metricsText, "missing", ""); v != 0 {
 		t.Errorf("missing gauge = %v", v)
+	}
+}
+
+func TestSpliceReadme(t *testing.T) {
+	readme := "# x\n\n" + ReadmeBegin + "\nold table\n" + ReadmeEnd + "\n\nafter\n"
+	got, err := SpliceReadme(readme, "new table\n")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "# x\n\n" + ReadmeBegin + "\nnew table\n" + ReadmeEnd + "\n\nafter\n"
+	if got != want {
+		t.Fatalf("got %q, want %q", got, want)
+	}
+	if _, err := SpliceReadme("# no markers\n", "t"); err == nil {
+		t.Fatal("a README without markers was accepted")
+	}
+}
+
+func TestReadmeTable(t *testing.T) {
+	r := Report{Command: "make bench", Duration: "7m", Environment: "2 CPUs",
+		Figures: []Figure{
+			{Section: "Cold start", Name: "(a) x", Unit: "ms", Summary: Summarize([]float64{3, 4, 9}), Goal: &Goal{Stat: "p99", Max: 5}},
+			{Section: "Idle", Name: "rss", Unit: "MiB", Skipped: "no cluster"},
+		},
+		Micro: []Micro{{Name: "BenchmarkHoldQueue", NsPerOp: Summarize([]float64{250, 260})}},
+	}
+	got := r.ReadmeTable()
+	for _, want := range []string{
+		"`make bench` (took 7m) on 2 CPUs.",
+		"| Cold start | (a) x | 3 | 3 | 4 | 9 | ms | p99 < 5 ms (missed) |",
+		"| Idle | rss | 0 | | | | MiB |  |",
+		"| Go microbenchmark | BenchmarkHoldQueue | 2 | 250 | 255 | 260 | ns/op | |",
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("table lacks %q:\n%s", want, got)
+		}
+	}
+}
+
+// TestReadmeShowsLatestResults: the README's table is the one the committed
+// bench/results/latest.json renders, so it cannot drift from the results.
+func TestReadmeShowsLatestResults(t *testing.T) {
+	r, err := Load("../results/latest.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	readme, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := SpliceReadme(string(readme), r.ReadmeTable())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want != string(readme) {
+		t.Fatal("README.md's benchmark table is not the one bench/results/latest.json renders; run `go run -tags bench ./bench readme` (make bench does it)")
 	}
 }
