@@ -32,7 +32,6 @@ import (
 )
 
 const (
-	elastiNS     = "elasti-system"
 	demoPort     = e2e.DemoHTTPTarget
 	servicePort  = e2e.DemoHTTPPort
 	appName      = "app"
@@ -83,15 +82,16 @@ func (b *bench) serverVersion() string {
 	return v.GitVersion
 }
 
-// install applies bench/testdata/elasti (config/default with one operator
-// and one resolver replica) and waits for both to be rolled out.
+// overlay is the kustomization the bench installs Elasti from.
+func (b *bench) overlay() string { return filepath.Join(b.cfg.RepoRoot, "bench", "testdata", "elasti") }
+
 // uninstall removes an Elasti an earlier run left on a reused cluster, so
 // that "without Elasti" is true and the run measures fresh pods of the
 // images just built. ElastiServices go first, while their operator can still
 // release them.
 func (b *bench) uninstall(ctx context.Context) error {
 	var ns corev1.Namespace
-	err := benchKube.c.Get(ctx, client.ObjectKey{Name: elastiNS}, &ns)
+	err := benchKube.c.Get(ctx, client.ObjectKey{Name: e2e.ElastiNamespace}, &ns)
 	if apierrors.IsNotFound(err) {
 		return nil
 	}
@@ -111,34 +111,17 @@ func (b *bench) uninstall(ctx context.Context) error {
 			}
 		}
 	}
-	overlay := filepath.Join(b.cfg.RepoRoot, "bench", "testdata", "elasti")
-	_, err = b.cfg.Kubectl(ctx, "", "delete", "--ignore-not-found", "--wait=true", "--timeout=3m", "-k", overlay)
+	_, err = b.cfg.Kubectl(ctx, "", "delete", "--ignore-not-found", "--wait=true", "--timeout=3m", "-k", b.overlay())
 	return err
 }
 
+// install applies bench/testdata/elasti (config/default with one operator
+// and one resolver replica) and waits for both to be rolled out.
 func (b *bench) install(ctx context.Context) error {
-	overlay := filepath.Join(b.cfg.RepoRoot, "bench", "testdata", "elasti")
-	if _, err := b.cfg.Kubectl(ctx, "", "apply", "--server-side", "--force-conflicts", "-k", overlay); err != nil {
+	if _, err := b.cfg.Kubectl(ctx, "", "apply", "--server-side", "--force-conflicts", "-k", b.overlay()); err != nil {
 		return err
 	}
-	for _, name := range []string{"elasti-operator", "elasti-resolver"} {
-		err := e2e.Poll(ctx, 4*time.Minute, 250*time.Millisecond, func(ctx context.Context) error {
-			var d appsv1.Deployment
-			if err := benchKube.c.Get(ctx, client.ObjectKey{Namespace: elastiNS, Name: name}, &d); err != nil {
-				return err
-			}
-			want := ptr.Deref(d.Spec.Replicas, 1)
-			s := d.Status
-			if s.ObservedGeneration < d.Generation || s.UpdatedReplicas != want || s.ReadyReplicas != want || s.AvailableReplicas != want || s.Replicas != want {
-				return fmt.Errorf("%s: %d/%d updated, %d ready, %d total", name, s.UpdatedReplicas, want, s.ReadyReplicas, s.Replicas)
-			}
-			return nil
-		})
-		if err != nil {
-			return err
-		}
-	}
-	return nil
+	return e2e.WaitRolledOut(ctx, benchKube.c, e2e.ElastiNamespace, e2e.OperatorDeployment, e2e.ResolverDeployment)
 }
 
 func createNamespace(ctx context.Context, name string) error {
@@ -379,7 +362,7 @@ func resetPeak(pid int) error {
 
 // componentPID returns the PID of the only pod of an Elasti component.
 func componentPID(ctx context.Context, selector string) (int, *corev1.Pod, error) {
-	pods, err := podsOf(ctx, elastiNS, selector)
+	pods, err := podsOf(ctx, e2e.ElastiNamespace, selector)
 	if err != nil {
 		return 0, nil, err
 	}

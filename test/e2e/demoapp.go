@@ -3,8 +3,6 @@ package e2e
 import (
 	"context"
 	"fmt"
-	"io"
-	"net/http"
 	"testing"
 	"time"
 
@@ -161,21 +159,5 @@ func (e *Env) WaitReadyEndpoints(t testing.TB, ns, name string, want int, timeou
 // HTTPGet GETs url from inside the node's network and returns the body of a
 // 200 answer.
 func (e *Env) HTTPGet(ctx context.Context, url string) (string, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-	if err != nil {
-		return "", err
-	}
-	resp, err := e.HTTPClient().Do(req)
-	if err != nil {
-		return "", err
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
-	if err != nil {
-		return "", err
-	}
-	if resp.StatusCode != http.StatusOK {
-		return string(body), fmt.Errorf("GET %s: %s: %s", url, resp.Status, body)
-	}
-	return string(body), nil
+	return GetWith(ctx, e.HTTPClient(), url, "")
 }

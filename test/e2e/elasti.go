@@ -77,10 +77,15 @@ func (e *Env) InstallElasti(t testing.TB) {
 // WaitRolledOut waits until each named Deployment has all its replicas
 // updated, ready and available.
 func (e *Env) WaitRolledOut(ctx context.Context, ns string, names ...string) error {
+	return WaitRolledOut(ctx, e.Client, ns, names...)
+}
+
+// WaitRolledOut is Env.WaitRolledOut for any client (the bench has no Env).
+func WaitRolledOut(ctx context.Context, c client.Reader, ns string, names ...string) error {
 	for _, name := range names {
 		err := Poll(ctx, 3*time.Minute, 250*time.Millisecond, func(ctx context.Context) error {
 			var d appsv1.Deployment
-			if err := e.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &d); err != nil {
+			if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &d); err != nil {
 				return err
 			}
 			want := ptr.Deref(d.Spec.Replicas, 1)
