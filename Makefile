@@ -26,6 +26,10 @@ help: ## Show the targets.
 	@awk 'BEGIN {FS = ":.*##"} /^[a-zA-Z_-]+:.*##/ { printf "  %-18s %s\n", $$1, $$2 } /^##@/ { printf "\n%s\n", substr($$0, 5) }' $(MAKEFILE_LIST)
 
 ##@ Build
+.PHONY: deps
+deps: ## Check Go and root, and install the Debian packages the cluster and tests need (quick when present).
+	@hack/install-deps.sh
+
 .PHONY: build
 build: ## Build every binary into bin/.
 	go build -o bin/ ./cmd/...
@@ -42,7 +46,7 @@ manifests: $(CONTROLLER_GEN) ## Generate the CRD and RBAC manifests.
 	fi
 
 .PHONY: k8s-binaries
-k8s-binaries: ## Build (or reuse) etcd and the Kubernetes binaries from the Go module proxy.
+k8s-binaries: deps ## Build (or reuse) etcd and the Kubernetes binaries from the Go module proxy.
 	@hack/k8s-binaries.sh
 
 ##@ Verify and test
@@ -55,7 +59,7 @@ verify: generate manifests $(GOLANGCI_LINT) ## Prove generated files are current
 	@$(MAKE) --no-print-directory helm-verify
 
 .PHONY: test
-test: test-unit test-integration test-e2e ## Run every test tier: unit, integration (envtest), end-to-end.
+test: deps test-unit test-integration test-e2e ## Run every test tier: unit, integration (envtest), end-to-end.
 
 .PHONY: test-unit
 test-unit: ## Unit tests under the race detector, then each fuzz target for $(FUZZTIME).
@@ -63,23 +67,23 @@ test-unit: ## Unit tests under the race detector, then each fuzz target for $(FU
 	@hack/fuzz.sh $(FUZZTIME)
 
 .PHONY: test-integration
-test-integration: ## Integration tests against a real kube-apiserver and etcd (envtest).
+test-integration: deps ## Integration tests against a real kube-apiserver and etcd (envtest).
 	@rm -f bin/integration-apiservers.txt; mkdir -p bin
 	KUBEBUILDER_ASSETS=$(K8S_BIN) ELASTI_INTEGRATION_REPORT=$(CURDIR)/bin/integration-apiservers.txt \
 	  go test -race -count=1 -tags integration -p 1 ./...
 	@echo "integration tests ran against these control planes:"; sort bin/integration-apiservers.txt
 
 .PHONY: test-e2e
-test-e2e: ## End-to-end tests on the local cluster.
+test-e2e: deps ## End-to-end tests on the local cluster.
 	@hack/test-e2e.sh
 
 ##@ Run
 .PHONY: demo
-demo: ## Bring up the local cluster, install Elasti and narrate a scale-to-zero and wake.
+demo: deps ## Bring up the local cluster, install Elasti and narrate a scale-to-zero and wake.
 	@hack/demo.sh
 
 .PHONY: bench
-bench: ## Run the benchmarks and write bench/results/latest.md.
+bench: deps ## Run the benchmarks and write bench/results/latest.md.
 	@hack/bench.sh
 
 $(CONTROLLER_GEN):

@@ -9,7 +9,7 @@ $(ELASTI_CLUSTER):
 
 ##@ Local cluster
 .PHONY: cluster-up
-cluster-up: $(ELASTI_CLUSTER) ## Bring up the local cluster (no-op when it runs); prints the KUBECONFIG to use.
+cluster-up: deps $(ELASTI_CLUSTER) ## Bring up the local cluster (no-op when it runs); prints the KUBECONFIG to use.
 	@$(ELASTI_CLUSTER) up --k8s-bin-dir "$$(hack/k8s-binaries.sh)"
 
 .PHONY: cluster-down

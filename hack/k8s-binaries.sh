@@ -26,6 +26,20 @@ export GOTOOLCHAIN=local GOFLAGS=-buildvcs=false CGO_ENABLED=0
 
 log() { echo "k8s-binaries: $*" >&2; }
 
+# progress runs a long build and says every minute that it is still going, so
+# that a first run does not look hung.
+progress() {
+  local what=$1 typical=$2 start=$SECONDS
+  shift 2
+  log "building $what (a cold build takes $typical on 2 CPUs; cached afterwards in $OUT)"
+  ( while sleep 60; do log "  still building $what: $(((SECONDS - start) / 60)) min so far"; done ) &
+  local ticker=$! rc=0
+  "$@" || rc=$?
+  kill "$ticker" 2>/dev/null; wait "$ticker" 2>/dev/null || true
+  ((rc == 0)) && log "built $what in $(((SECONDS - start) / 60))m$(((SECONDS - start) % 60))s"
+  return "$rc"
+}
+
 complete() {
   [[ -f "$STAMP" && "$(cat "$STAMP")" == "$WANT" ]] || return 1
   local b
@@ -43,7 +57,6 @@ trap 'rm -rf "$work"' EXIT
 
 build_etcd() {
   [[ -x "$OUT/etcd" ]] && "$OUT/etcd" --version 2>/dev/null | grep -q "etcd Version: ${ETCD_VERSION#v}" && return 0
-  log "building etcd $ETCD_VERSION (cold: a few minutes)"
   local d="$work/etcd" patch=${ETCD_VERSION##*.}
   mkdir -p "$d"
   cat >"$d/go.mod" <<MOD
@@ -62,14 +75,14 @@ replace (
 	go.etcd.io/etcd/raft/v3 => go.etcd.io/etcd/raft/v3 $ETCD_VERSION
 )
 MOD
-  (cd "$d" && go mod download go.etcd.io/etcd/server/v3 && go build -mod=mod -trimpath -o "$OUT/etcd" go.etcd.io/etcd/server/v3)
+  progress "etcd $ETCD_VERSION" "about 2 minutes" \
+    bash -c 'cd "$1" && go mod download go.etcd.io/etcd/server/v3 && go build -mod=mod -trimpath -o "$2/etcd" go.etcd.io/etcd/server/v3' _ "$d" "$OUT"
 }
 
 build_kubernetes() {
   local missing=0 b
   for b in "${K8S_CMDS[@]}"; do [[ -x "$OUT/$b" ]] || missing=1; done
   [[ $missing == 0 && -f "$STAMP" ]] && grep -q "k8s=$K8S_VERSION" "$STAMP" && return 0
-  log "building ${K8S_CMDS[*]} $K8S_VERSION (cold: several minutes)"
   local d="$work/kubernetes" twin="v0.${K8S_VERSION#v1.}"
   mkdir -p "$d"
   local gomod
@@ -93,7 +106,8 @@ build_kubernetes() {
   local ldflags="-s -w -X $pkg.gitVersion=$K8S_VERSION -X $pkg.gitMajor=1 -X $pkg.gitMinor=$minor -X $pkg.gitTreeState=clean -X $pkg.buildDate=$date -X $pkg.gitCommit=${commit:-unknown}"
   local pkgs=()
   for b in "${K8S_CMDS[@]}"; do pkgs+=("k8s.io/kubernetes/cmd/$b"); done
-  (cd "$d" && go build -mod=mod -trimpath -ldflags "$ldflags" -o "$OUT/" "${pkgs[@]}")
+  progress "${K8S_CMDS[*]} $K8S_VERSION" "about 10 minutes" \
+    bash -c 'cd "$1" && shift && go build -mod=mod -trimpath -ldflags "$1" -o "$2/" "${@:3}"' _ "$d" "$ldflags" "$OUT" "${pkgs[@]}"
 }
 
 build_etcd

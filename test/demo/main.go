@@ -17,17 +17,11 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
-	discoveryv1 "k8s.io/api/discovery/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
-	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
-	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	elastiv1alpha1 "elasti.dev/elasti/api/v1alpha1"
-	"elasti.dev/elasti/internal/contract"
 	"elasti.dev/elasti/test/cluster"
 	"elasti.dev/elasti/test/e2e"
 )
@@ -45,7 +39,7 @@ func main() {
 }
 
 type demo struct {
-	cfg  cluster.Config
+	env  *e2e.Env
 	c    client.Client
 	http *http.Client
 	url  string
@@ -60,26 +54,23 @@ func run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	rc, err := clientcmd.BuildConfigFromFlags("", cfg.Kubeconfig())
+	env, err := e2e.NewEnv(cfg)
 	if err != nil {
 		return err
 	}
-	scheme := runtime.NewScheme()
-	utilruntime.Must(clientgoscheme.AddToScheme(scheme))
-	utilruntime.Must(elastiv1alpha1.AddToScheme(scheme))
-	c, err := client.New(rc, client.Options{Scheme: scheme})
-	if err != nil {
-		return err
-	}
-	d := &demo{cfg: cfg, c: c, http: &http.Client{Timeout: 2 * time.Minute, Transport: &http.Transport{
-		DialContext: cfg.NodeDialer().DialContext, DisableKeepAlives: true,
+	c := env.Client
+	// The demo's client works like curl run once per step: a new connection
+	// for every request, so each one takes kube-proxy's route of that moment.
+	// (The e2e suite also tests kept-alive clients through a wake.)
+	d := &demo{env: env, c: c, http: &http.Client{Timeout: 2 * time.Minute, Transport: &http.Transport{
+		DialContext: env.Dialer.DialContext, DisableKeepAlives: true,
 	}}}
 
 	say("Installing Elasti: kubectl apply -k test/e2e/testdata/elasti (config/default, polling every second)")
 	if _, err := cfg.Kubectl(ctx, "", "apply", "--server-side", "--force-conflicts", "-k", filepath.Join(cfg.RepoRoot, "test", "e2e", "testdata", "elasti")); err != nil {
 		return err
 	}
-	if err := d.poll(ctx, 3*time.Minute, d.rolledOut(e2e.ElastiNamespace, e2e.OperatorDeployment, e2e.ResolverDeployment)); err != nil {
+	if err := env.WaitRolledOut(ctx, e2e.ElastiNamespace, e2e.OperatorDeployment, e2e.ResolverDeployment); err != nil {
 		return err
 	}
 	say("Elasti is up: 2 operator replicas (one leader) and 2 resolvers")
@@ -116,7 +107,7 @@ func run(ctx context.Context) error {
 	// the retry rather than the scale-up. After that, ask every 20 ms with
 	// a short timeout until kube-proxy routes to the new pod.
 	if err := e2e.Poll(ctx, 2*time.Minute, 20*time.Millisecond, func(ctx context.Context) error {
-		own, _, err := d.slices(ctx)
+		own, err := env.ReadyEndpoints(ctx, ns, name)
 		if err == nil && own == 0 {
 			err = errors.New("no ready endpoint yet")
 		}
@@ -155,10 +146,14 @@ func run(ctx context.Context) error {
 		return err
 	}
 	say("Nobody calls the app now. Waiting for the cooldown and the scale to zero ...")
-	if err := d.poll(ctx, 3*time.Minute, d.asleep); err != nil {
+	// Asleep as the e2e tests mean it: not only replicas 0, but the pod gone
+	// and kube-proxy no longer sending the Service to it. Until then a
+	// request can still reach the terminating pod (Kubernetes' own
+	// termination race; the demo app drains for 3 s after SIGTERM).
+	if err := d.poll(ctx, 3*time.Minute, func(ctx context.Context) error { return env.Asleep(ctx, ns, name) }); err != nil {
 		return err
 	}
-	say("  asleep: mode=proxy, Deployment at 0 replicas, the Service's traffic goes to the resolvers")
+	say("  asleep: mode=proxy, Deployment at 0 replicas, pod gone, the Service's traffic goes to the resolvers")
 
 	say("A request arrives at zero: GET %s", d.url)
 	t1 := time.Now()
@@ -175,7 +170,7 @@ func run(ctx context.Context) error {
 		say("  a plain scale 0 -> 1 took %s: through Elasti it was quicker, because the resolver forwards to the pod the moment\n            its endpoint is ready, while a plain client also waits for kube-proxy to route it. Single cold starts vary by up to\n            a second with the kubelet's ticks; make bench measures what Elasti adds over 30 pairs", plain.Round(time.Millisecond))
 	}
 
-	if err := d.poll(ctx, time.Minute, d.awake); err != nil {
+	if err := d.poll(ctx, time.Minute, func(ctx context.Context) error { return env.Awake(ctx, ns, name) }); err != nil {
 		return err
 	}
 	t2 := time.Now()
@@ -248,77 +243,13 @@ func (d *demo) poll(ctx context.Context, timeout time.Duration, check func(conte
 	return e2e.Poll(ctx, timeout, 200*time.Millisecond, check)
 }
 
-func (d *demo) rolledOut(namespace string, names ...string) func(context.Context) error {
-	return func(ctx context.Context) error {
-		for _, n := range names {
-			var dep appsv1.Deployment
-			if err := d.c.Get(ctx, client.ObjectKey{Namespace: namespace, Name: n}, &dep); err != nil {
-				return err
-			}
-			if dep.Spec.Replicas == nil || dep.Status.UpdatedReplicas != *dep.Spec.Replicas || dep.Status.AvailableReplicas != *dep.Spec.Replicas || dep.Status.Replicas != *dep.Spec.Replicas {
-				return fmt.Errorf("%s/%s not rolled out", namespace, n)
-			}
-		}
-		return nil
-	}
-}
-
-func (d *demo) slices(ctx context.Context) (own, proxy int, err error) {
-	var l discoveryv1.EndpointSliceList
-	if err := d.c.List(ctx, &l, client.InNamespace(ns), client.MatchingLabels{discoveryv1.LabelServiceName: name}); err != nil {
-		return 0, 0, err
-	}
-	for _, s := range l.Items {
-		if s.Labels[contract.LabelManagedBy] == contract.ManagedBy {
-			proxy++
-			continue
-		}
-		for _, ep := range s.Endpoints {
-			if ep.Conditions.Ready != nil && *ep.Conditions.Ready {
-				own++
-			}
-		}
-	}
-	return own, proxy, nil
-}
-
 func (d *demo) noPods(ctx context.Context) error {
-	var l corev1.PodList
-	if err := d.c.List(ctx, &l, client.InNamespace(ns), client.MatchingLabels{"app": name}); err != nil {
-		return err
-	}
-	if len(l.Items) > 0 {
-		return fmt.Errorf("%d pods left", len(l.Items))
-	}
-	return nil
-}
-
-func (d *demo) asleep(ctx context.Context) error {
-	var es elastiv1alpha1.ElastiService
-	if err := d.c.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &es); err != nil {
-		return err
-	}
-	var dep appsv1.Deployment
-	if err := d.c.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &dep); err != nil {
-		return err
-	}
-	_, proxy, err := d.slices(ctx)
+	pods, err := d.env.Pods(ctx, ns, map[string]string{"app": name})
 	if err != nil {
 		return err
 	}
-	if es.Status.Mode != elastiv1alpha1.ModeProxy || proxy == 0 || dep.Spec.Replicas == nil || *dep.Spec.Replicas != 0 {
-		return errors.New("still awake")
-	}
-	return nil
-}
-
-func (d *demo) awake(ctx context.Context) error {
-	own, proxy, err := d.slices(ctx)
-	if err != nil {
-		return err
-	}
-	if own == 0 || proxy != 0 {
-		return errors.New("not back to serve yet")
+	if len(pods) > 0 {
+		return fmt.Errorf("%d pods left", len(pods))
 	}
 	return nil
 }

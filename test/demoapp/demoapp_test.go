@@ -107,3 +107,69 @@ func TestGRPCHealthAndEcho(t *testing.T) {
 		t.Errorf("echo = %q, %v", out.GetValue(), err)
 	}
 }
+
+// freeAddr returns a loopback address nothing listens on right now.
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lis.Close()
+	return lis.Addr().String()
+}
+
+// TestDrainServesNewConnectionsAfterStop: after the stop signal the app
+// still accepts new connections for the drain period (as kube-proxy may
+// still send them), then closes every listener and returns.
+func TestDrainServesNewConnectionsAfterStop(t *testing.T) {
+	const drain = 3 * time.Second
+	o := options{httpAddr: freeAddr(t), grpcAddr: "", tcpAddr: freeAddr(t), drain: drain}
+	stop, signal := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- run(stop, o) }()
+	url := "http://" + o.httpAddr + "/"
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		resp, err := http.Get(url)
+		if err == nil {
+			resp.Body.Close()
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("app never answered: %v", err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+
+	signal()
+	stopped := time.Now()
+	time.Sleep(300 * time.Millisecond)
+	// A new connection, as a node whose kube-proxy has not caught up opens.
+	c := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}
+	resp, err := c.Post(url, "text/plain", strings.NewReader("late"))
+	if err != nil {
+		t.Fatalf("new HTTP connection during the drain: %v", err)
+	}
+	resp.Body.Close()
+	conn, err := net.Dial("tcp", o.tcpAddr)
+	if err != nil {
+		t.Fatalf("new TCP connection during the drain: %v", err)
+	}
+	conn.Close()
+
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("run: %v", err)
+		}
+		if d := time.Since(stopped); d < drain {
+			t.Fatalf("returned %s after the stop signal, before the %s drain ended", d, drain)
+		}
+	case <-time.After(drain + 15*time.Second):
+		t.Fatal("run did not return after the drain")
+	}
+	if _, err := net.Dial("tcp", o.httpAddr); err == nil {
+		t.Fatal("HTTP still listening after the drain")
+	}
+}

@@ -9,6 +9,12 @@
 //
 // -startup-delay (or STARTUP_DELAY) holds every listener closed for a while
 // at start, like an application that is slow to boot.
+//
+// On SIGTERM it keeps serving for -drain (DRAIN, default 3s) before it closes
+// its listeners, as a well-behaved workload does: Kubernetes sends SIGTERM at
+// the same time as it removes the pod from the Service's endpoints, and
+// kube-proxy on every node needs a moment to stop sending the pod new
+// connections. An app that stops listening at once refuses those.
 package main
 
 import (
@@ -28,7 +34,7 @@ import (
 
 type options struct {
 	httpAddr, grpcAddr, tcpAddr string
-	startupDelay                time.Duration
+	startupDelay, drain         time.Duration
 	websocket                   bool
 }
 
@@ -43,6 +49,12 @@ func main() {
 		os.Exit(2)
 	}
 	flag.DurationVar(&o.startupDelay, "startup-delay", delay, "wait this long before listening (env STARTUP_DELAY)")
+	drain, err := time.ParseDuration(envOr("DRAIN", "3s"))
+	if err != nil {
+		slog.Error("bad DRAIN", "err", err)
+		os.Exit(2)
+	}
+	flag.DurationVar(&o.drain, "drain", drain, "keep serving this long after SIGTERM (env DRAIN)")
 	flag.BoolVar(&o.websocket, "websocket", envOr("WEBSOCKET", "true") == "true", "serve the WebSocket echo at /ws (env WEBSOCKET)")
 	flag.Parse()
 
@@ -54,17 +66,18 @@ func main() {
 	}
 }
 
-func run(ctx context.Context, o options) error {
+// run serves until stop ends, then for o.drain more, then shuts down.
+func run(stop context.Context, o options) error {
 	name, _ := os.Hostname()
 	if o.startupDelay > 0 {
 		slog.Info("delaying start-up", "delay", o.startupDelay)
 		select {
 		case <-time.After(o.startupDelay):
-		case <-ctx.Done():
+		case <-stop.Done():
 			return nil
 		}
 	}
-	g, ctx := errgroup.WithContext(ctx)
+	g, ctx := errgroup.WithContext(afterDrain(stop, o.drain))
 	httpSrv := &http.Server{Addr: o.httpAddr, Handler: newHTTPHandler(name, o.websocket), ReadHeaderTimeout: 10 * time.Second}
 	g.Go(func() error {
 		slog.Info("serving HTTP", "addr", o.httpAddr)
@@ -98,6 +111,18 @@ func run(ctx context.Context, o options) error {
 		return httpSrv.Shutdown(shutdownCtx)
 	})
 	return g.Wait()
+}
+
+// afterDrain returns a context that ends drain after stop does.
+func afterDrain(stop context.Context, drain time.Duration) context.Context {
+	ctx, cancel := context.WithCancel(context.WithoutCancel(stop))
+	go func() {
+		defer cancel()
+		<-stop.Done()
+		slog.Info("stop requested: serving on while draining", "drain", drain)
+		time.Sleep(drain)
+	}()
+	return ctx
 }
 
 func envOr(key, def string) string {

@@ -43,7 +43,9 @@ func DemoAppDeployment(ns, name string, replicas int32) *appsv1.Deployment {
 					cluster.AnnotationPort:   fmt.Sprint(DemoHTTPTarget),
 				}},
 				Spec: corev1.PodSpec{
-					TerminationGracePeriodSeconds: ptr.To[int64](2),
+					// Longer than the app's 3 s drain after SIGTERM
+					// (test/demoapp), so the kubelet never cuts it short.
+					TerminationGracePeriodSeconds: ptr.To[int64](10),
 					Containers: []corev1.Container{{
 						Name:            "demoapp",
 						Image:           DemoAppImage,

@@ -189,10 +189,14 @@ func (e *Env) Replicas(ctx context.Context, ns, name string) (int32, int64, erro
 // no ready endpoint of its own.
 func (e *Env) WaitAsleep(t testing.TB, ns, name string, timeout time.Duration) {
 	t.Helper()
-	Eventually(t, timeout, 200*time.Millisecond, func(ctx context.Context) error { return e.asleep(ctx, ns, name) })
+	Eventually(t, timeout, 200*time.Millisecond, func(ctx context.Context) error { return e.Asleep(ctx, ns, name) })
 }
 
-func (e *Env) asleep(ctx context.Context, ns, name string) error {
+// Asleep returns nil once ElastiService ns/name is at zero as a client sees
+// it: proxy mode, a proxy slice with ready resolvers, the target at zero
+// replicas, its pods gone from the Service's own slices, and kube-proxy no
+// longer routing to them. Otherwise it says what is still missing.
+func (e *Env) Asleep(ctx context.Context, ns, name string) error {
 	es, err := e.GetElastiService(ctx, ns, name)
 	if err != nil {
 		return err
@@ -288,30 +292,34 @@ func (e *Env) ownEndpoints(ctx context.Context, ns, svc string) (int, error) {
 // slice is gone and the target has at least one ready endpoint.
 func (e *Env) WaitAwake(t testing.TB, ns, name string, timeout time.Duration) {
 	t.Helper()
-	Eventually(t, timeout, 200*time.Millisecond, func(ctx context.Context) error {
-		es, err := e.GetElastiService(ctx, ns, name)
-		if err != nil {
-			return err
-		}
-		if es.Status.Mode != elastiv1alpha1.ModeServe {
-			return fmt.Errorf("elastiservice %s/%s: mode %q, want serve", ns, name, es.Status.Mode)
-		}
-		slices, err := e.ProxySlices(ctx, ns, es.Spec.Service)
-		if err != nil {
-			return err
-		}
-		if len(slices) != 0 {
-			return fmt.Errorf("service %s/%s still has %d proxy slices", ns, es.Spec.Service, len(slices))
-		}
-		n, err := e.ReadyEndpoints(ctx, ns, es.Spec.Service)
-		if err != nil {
-			return err
-		}
-		if n == 0 {
-			return fmt.Errorf("service %s/%s has no ready endpoint", ns, es.Spec.Service)
-		}
-		return nil
-	})
+	Eventually(t, timeout, 200*time.Millisecond, func(ctx context.Context) error { return e.Awake(ctx, ns, name) })
+}
+
+// Awake returns nil once ElastiService ns/name is in serve mode, its proxy
+// slice is gone and the target has at least one ready endpoint.
+func (e *Env) Awake(ctx context.Context, ns, name string) error {
+	es, err := e.GetElastiService(ctx, ns, name)
+	if err != nil {
+		return err
+	}
+	if es.Status.Mode != elastiv1alpha1.ModeServe {
+		return fmt.Errorf("elastiservice %s/%s: mode %q, want serve", ns, name, es.Status.Mode)
+	}
+	slices, err := e.ProxySlices(ctx, ns, es.Spec.Service)
+	if err != nil {
+		return err
+	}
+	if len(slices) != 0 {
+		return fmt.Errorf("service %s/%s still has %d proxy slices", ns, es.Spec.Service, len(slices))
+	}
+	n, err := e.ReadyEndpoints(ctx, ns, es.Spec.Service)
+	if err != nil {
+		return err
+	}
+	if n == 0 {
+		return fmt.Errorf("service %s/%s has no ready endpoint", ns, es.Spec.Service)
+	}
+	return nil
 }
 
 func readyIn(s discoveryv1.EndpointSlice) int {

@@ -49,7 +49,9 @@ func Get(t testing.TB) *Env {
 	return current
 }
 
-func newEnv(cfg cluster.Config) (*Env, error) {
+// NewEnv connects to the cluster cfg describes, for programs outside go test
+// (the demo, the bench).
+func NewEnv(cfg cluster.Config) (*Env, error) {
 	rc, err := clientcmd.BuildConfigFromFlags("", cfg.Kubeconfig())
 	if err != nil {
 		return nil, fmt.Errorf("load %s: %w", cfg.Kubeconfig(), err)

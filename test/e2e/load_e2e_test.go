@@ -80,14 +80,9 @@ func TestNoLossUnderLoad(t *testing.T) {
 	e := Get(t)
 	e.InstallElasti(t)
 	ns := e.NewNamespace(t)
-	d := DemoAppDeployment(ns, "demoapp", 1)
-	// A pod stops listening as soon as it gets SIGTERM; the preStop pause
-	// gives kube-proxy time to stop sending it new connections, as any
-	// well-behaved workload does. Without it even a plain scale-down loses
-	// requests, Elasti or not.
-	d.Spec.Template.Spec.TerminationGracePeriodSeconds = new(int64(5))
-	d.Spec.Template.Spec.Containers[0].Lifecycle = &corev1.Lifecycle{PreStop: &corev1.LifecycleHandler{Sleep: &corev1.SleepAction{Seconds: 2}}}
-	e.Create(t, d, DemoAppService(ns, "demoapp"))
+	// The demo app drains on SIGTERM (it keeps accepting for 3 s), as a
+	// well-behaved workload does; no preStop hook is needed.
+	e.Create(t, DemoAppDeployment(ns, "demoapp", 1), DemoAppService(ns, "demoapp"))
 	e.WaitReadyEndpoints(t, ns, "demoapp", 1, 2*time.Minute)
 	var svc corev1.Service
 	if err := e.Client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: "demoapp"}, &svc); err != nil {

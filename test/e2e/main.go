@@ -77,7 +77,7 @@ func runMain(m *testing.M) int {
 	code := 1
 	if err := cliRun("images"); err != nil {
 		fmt.Fprintln(os.Stderr, "e2e: build images:", err)
-	} else if current, err = newEnv(cfg); err != nil {
+	} else if current, err = NewEnv(cfg); err != nil {
 		fmt.Fprintln(os.Stderr, "e2e:", err)
 	} else {
 		code = m.Run()
