@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"time"
 )
 
 // goEnv is the environment every build the harness starts runs with: the local
@@ -49,7 +50,8 @@ func EnsureCoreDNS(ctx context.Context, cacheDir string, logf func(string, ...an
 			return bin, nil
 		}
 	}
-	logf("building CoreDNS %s (cold: a few minutes)", CoreDNSVersion)
+	logf("building CoreDNS %s (once: about 2 minutes on 2 CPUs; cached afterwards in %s)", CoreDNSVersion, dir)
+	start := time.Now()
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return "", err
 	}
@@ -77,5 +79,6 @@ func EnsureCoreDNS(ctx context.Context, cacheDir string, logf func(string, ...an
 	if err := os.Rename(bin+".tmp", bin); err != nil {
 		return "", err
 	}
+	logf("built CoreDNS in %s", time.Since(start).Round(time.Second))
 	return bin, os.WriteFile(stamp, []byte(want), 0o644)
 }
