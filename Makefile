@@ -39,11 +39,12 @@ generate: $(CONTROLLER_GEN) ## Generate deepcopy code.
 	$(CONTROLLER_GEN) object:headerFile=hack/boilerplate.go.txt paths=./api/...
 
 .PHONY: manifests
-manifests: $(CONTROLLER_GEN) ## Generate the CRD and RBAC manifests.
+manifests: $(CONTROLLER_GEN) ## Generate the CRD and RBAC manifests, and the chart's copies of them (hack/chart-copies.txt).
 	$(CONTROLLER_GEN) crd paths=./api/... output:crd:artifacts:config=config/crd/bases
 	@if ls internal/controller/*.go >/dev/null 2>&1; then \
 	  $(CONTROLLER_GEN) rbac:roleName=elasti-operator paths=./internal/controller/... output:rbac:artifacts:config=config/rbac; \
 	fi
+	@grep -v '^#' hack/chart-copies.txt | while read -r src dst; do [ -n "$$src" ] && cp "$$src" "charts/elasti/$$dst"; done; true
 
 .PHONY: k8s-binaries
 k8s-binaries: deps ## Build (or reuse) etcd and the Kubernetes binaries from the Go module proxy.
@@ -52,7 +53,7 @@ k8s-binaries: deps ## Build (or reuse) etcd and the Kubernetes binaries from the
 ##@ Verify and test
 .PHONY: verify
 verify: generate manifests $(GOLANGCI_LINT) ## Prove generated files are current; gofmt, vet, lint.
-	@git diff --exit-code -- api config || { echo "generated files are stale: run 'make generate manifests' and commit"; exit 1; }
+	@git diff --exit-code -- api config charts || { echo "generated files are stale: run 'make generate manifests' and commit"; exit 1; }
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
 	go vet -tags integration,e2e,bench ./...
 	$(GOLANGCI_LINT) run --build-tags integration,e2e,bench ./...

@@ -9,7 +9,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/google/go-cmp/cmp"
 	"sigs.k8s.io/yaml"
 
 	"elasti.dev/elasti/internal/contract"
@@ -20,31 +19,38 @@ const (
 	chartDir = repoRoot + "/charts/elasti"
 )
 
-// copies are the files the chart carries verbatim (helm cannot read files
-// outside the chart), by their source. Run `make manifests` and copy again
-// when one of these fails.
-var copies = map[string]string{
-	"config/rbac/role.yaml":                   "files/operator-role.yaml",
-	"config/resolver/rbac.yaml":               "files/resolver-rbac.yaml",
-	"config/admission/trigger-threshold.yaml": "files/trigger-threshold.yaml",
-	"config/prometheus/elasti-rules.yaml":     "files/elasti-rules.yaml",
-	"config/grafana/elasti-dashboard.json":    "files/elasti-dashboard.json",
-}
-
-func TestCRDsMatchConfig(t *testing.T) {
-	src := yamlFiles(t, filepath.Join(repoRoot, "config", "crd", "bases"))
-	dst := yamlFiles(t, filepath.Join(chartDir, "crds"))
-	if diff := cmp.Diff(src, dst); diff != "" {
-		t.Errorf("charts/elasti/crds differs from config/crd/bases (-config +chart); run: cp config/crd/bases/*.yaml charts/elasti/crds/\n%s", diff)
+// copies returns the files the chart carries verbatim, by their source,
+// from hack/chart-copies.txt: the list `make manifests` copies from.
+func copies(t *testing.T) map[string]string {
+	t.Helper()
+	out := map[string]string{}
+	for _, line := range strings.Split(string(read(t, filepath.Join(repoRoot, "hack", "chart-copies.txt"))), "\n") {
+		f := strings.Fields(line)
+		if len(f) == 0 || strings.HasPrefix(f[0], "#") {
+			continue
+		}
+		if len(f) != 2 {
+			t.Fatalf("hack/chart-copies.txt: want 'source destination', got %q", line)
+		}
+		out[f[0]] = f[1]
 	}
+	return out
 }
 
-func TestFilesMatchConfig(t *testing.T) {
-	for src, dst := range copies {
+// TestChartCopiesAreCurrent: every file the chart carries verbatim, CRDs
+// included, equals its source, and every CRD is carried.
+func TestChartCopiesAreCurrent(t *testing.T) {
+	cp := copies(t)
+	for name := range yamlFiles(t, filepath.Join(repoRoot, "config", "crd", "bases")) {
+		if _, ok := cp["config/crd/bases/"+name]; !ok {
+			t.Errorf("CRD %s is not in hack/chart-copies.txt, so the chart does not carry it", name)
+		}
+	}
+	for src, dst := range cp {
 		want := read(t, filepath.Join(repoRoot, src))
 		got := read(t, filepath.Join(chartDir, dst))
 		if !bytes.Equal(want, got) {
-			t.Errorf("charts/elasti/%s differs from %s; run: cp %s charts/elasti/%s", dst, src, src, dst)
+			t.Errorf("charts/elasti/%s differs from %s; run: make manifests", dst, src)
 		}
 	}
 }
