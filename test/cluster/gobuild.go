@@ -73,7 +73,10 @@ func EnsureCoreDNS(ctx context.Context, cacheDir string, logf func(string, ...an
 	if err := os.WriteFile(filepath.Join(work, "main.go"), []byte(main), 0o644); err != nil {
 		return "", err
 	}
-	if err := goBuild(ctx, work, ".", bin+".tmp", "-mod=mod"); err != nil {
+	stopTicker := tickEvery(time.Minute, func(d time.Duration) { logf("  still building CoreDNS: %s so far", d.Round(time.Second)) })
+	err = goBuild(ctx, work, ".", bin+".tmp", "-mod=mod")
+	stopTicker()
+	if err != nil {
 		return "", fmt.Errorf("build CoreDNS: %w", err)
 	}
 	if err := os.Rename(bin+".tmp", bin); err != nil {
@@ -81,4 +84,23 @@ func EnsureCoreDNS(ctx context.Context, cacheDir string, logf func(string, ...an
 	}
 	logf("built CoreDNS in %s", time.Since(start).Round(time.Second))
 	return bin, os.WriteFile(stamp, []byte(want), 0o644)
+}
+
+// tickEvery calls f with the time elapsed every period until the returned
+// stop is called, so that a long first build does not look hung.
+func tickEvery(period time.Duration, f func(elapsed time.Duration)) (stop func()) {
+	start, done := time.Now(), make(chan struct{})
+	t := time.NewTicker(period)
+	go func() {
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-t.C:
+				f(time.Since(start))
+			}
+		}
+	}()
+	return func() { close(done) }
 }
