@@ -55,7 +55,7 @@ func run(ctx context.Context, o options, log logr.Logger) error {
 	saNS, saName, _ := strings.Cut(o.resolverServiceAccount, "/")
 	srv := &activation.Server{
 		Addr: o.activationAddr,
-		Authenticator: &activation.ServerAuthenticator{
+		Authenticator: &activation.Authenticator{
 			Client: mgr.GetClient(), ServiceAccountNamespace: saNS, ServiceAccountName: saName, Audiences: o.activationAudiences,
 		},
 		Waker: waker,

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -17,36 +16,36 @@ import (
 	"elasti.dev/elasti/internal/contract"
 )
 
-// DefaultClientOperatorURL is where the resolver finds the operator's
+// DefaultOperatorURL is where the resolver finds the operator's
 // activation server inside the cluster.
-const DefaultClientOperatorURL = "http://elasti-operator.elasti-system.svc:8013"
+const DefaultOperatorURL = "http://elasti-operator.elasti-system.svc:8013"
 
-// DefaultClientTokenPath is the projected ServiceAccount token of a pod.
-const DefaultClientTokenPath = "/var/run/secrets/kubernetes.io/serviceaccount/token"
+// DefaultTokenPath is the projected ServiceAccount token of a pod.
+const DefaultTokenPath = "/var/run/secrets/kubernetes.io/serviceaccount/token"
 
-// ClientError is an activation call the operator answered with a status other
+// StatusError is an activation call the operator answered with a status other
 // than 200. 401 and 403 mean the resolver's identity was refused, 404 that the
 // ElastiService does not exist.
-type ClientError struct {
+type StatusError struct {
 	StatusCode int
 	// Body is the start of the operator's answer, for the log.
 	Body string
 }
 
-func (e *ClientError) Error() string {
+func (e *StatusError) Error() string {
 	return fmt.Sprintf("activation answered %d %s: %s", e.StatusCode, http.StatusText(e.StatusCode), e.Body)
 }
 
 // HTTPStatus returns the operator's status code.
-func (e *ClientError) HTTPStatus() int { return e.StatusCode }
+func (e *StatusError) HTTPStatus() int { return e.StatusCode }
 
 // ClientOptions configure a Client.
 type ClientOptions struct {
 	// OperatorURL is the activation server's base URL; ActivationPath is
-	// appended. Default DefaultClientOperatorURL.
+	// appended. Default DefaultOperatorURL.
 	OperatorURL string
 	// TokenPath is read on every call, because the kubelet rotates the
-	// projected token. Default DefaultClientTokenPath.
+	// projected token. Default DefaultTokenPath.
 	TokenPath string
 	// HTTPClient is the transport; default a client with a 10s timeout.
 	HTTPClient *http.Client
@@ -64,10 +63,10 @@ type Client struct {
 // NewClient returns a Client with opts' defaults filled in.
 func NewClient(opts ClientOptions) *Client {
 	if opts.OperatorURL == "" {
-		opts.OperatorURL = DefaultClientOperatorURL
+		opts.OperatorURL = DefaultOperatorURL
 	}
 	if opts.TokenPath == "" {
-		opts.TokenPath = DefaultClientTokenPath
+		opts.TokenPath = DefaultTokenPath
 	}
 	if opts.HTTPClient == nil {
 		opts.HTTPClient = &http.Client{Timeout: 10 * time.Second}
@@ -131,7 +130,7 @@ func (c *Client) call(ctx context.Context, namespace, name string) (*contract.Ac
 		return nil, fmt.Errorf("activate %s: read answer: %w", key, err)
 	}
 	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("activate %s: %w", key, &ClientError{StatusCode: resp.StatusCode, Body: truncate(strings.TrimSpace(string(data)), 256)})
+		return nil, fmt.Errorf("activate %s: %w", key, &StatusError{StatusCode: resp.StatusCode, Body: truncate(strings.TrimSpace(string(data)), 256)})
 	}
 	var out contract.ActivationResponse
 	if err := json.Unmarshal(data, &out); err != nil {
@@ -145,11 +144,4 @@ func truncate(s string, n int) string {
 		return s
 	}
 	return s[:n] + "..."
-}
-
-// IsClientUnauthorized reports whether err is the operator refusing the
-// resolver's identity (401 or 403).
-func IsClientUnauthorized(err error) bool {
-	var ce *ClientError
-	return errors.As(err, &ce) && (ce.StatusCode == http.StatusUnauthorized || ce.StatusCode == http.StatusForbidden)
 }

@@ -34,12 +34,11 @@ func TestClientActivate(t *testing.T) {
 		status     int
 		answer     string
 		wantResp   *contract.ActivationResponse
-		wantStatus int // 0: no ClientError expected
-		wantUnauth bool
+		wantStatus int // 0: no StatusError expected
 	}{
 		{name: "accepted", status: 200, answer: `{"replicas":2}`, wantResp: &contract.ActivationResponse{Replicas: 2}},
-		{name: "unauthenticated", status: 401, answer: "the token is not valid", wantStatus: 401, wantUnauth: true},
-		{name: "forbidden", status: 403, answer: "no", wantStatus: 403, wantUnauth: true},
+		{name: "unauthenticated", status: 401, answer: "the token is not valid", wantStatus: 401},
+		{name: "forbidden", status: 403, answer: "no", wantStatus: 403},
 		{name: "not found", status: 404, answer: "ElastiService x not found", wantStatus: 404},
 		{name: "retry later", status: 503, answer: "retry", wantStatus: 503},
 	}
@@ -66,15 +65,12 @@ func TestClientActivate(t *testing.T) {
 			if diff := cmp.Diff(tt.wantResp, resp); diff != "" {
 				t.Errorf("response (-want +got):\n%s", diff)
 			}
-			var ce *ClientError
+			var ce *StatusError
 			switch {
 			case tt.wantStatus == 0 && err != nil:
 				t.Fatalf("unexpected error %v", err)
 			case tt.wantStatus != 0 && (!errors.As(err, &ce) || ce.HTTPStatus() != tt.wantStatus):
-				t.Fatalf("error = %v, want a ClientError with status %d", err, tt.wantStatus)
-			}
-			if IsClientUnauthorized(err) != tt.wantUnauth {
-				t.Errorf("IsClientUnauthorized(%v) = %v, want %v", err, !tt.wantUnauth, tt.wantUnauth)
+				t.Fatalf("error = %v, want a StatusError with status %d", err, tt.wantStatus)
 			}
 		})
 	}

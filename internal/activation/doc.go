@@ -13,5 +13,8 @@
 //	401 no token or invalid token    403 a valid token of another identity
 //	404 unknown ElastiService        503 the wake did not finish in time; retry
 //
-// Server code lives in server*.go, client code in client*.go.
+// Both halves stay in one package because they are two ends of this one
+// protocol: the operator runs a Server with an Authenticator and a Waker, the
+// resolver calls a Client, which reports a refusal as a *StatusError. Server
+// code lives in server*.go, client code in client*.go.
 package activation

@@ -22,29 +22,29 @@ import (
 // maxRequestBody bounds an activation request body.
 const maxRequestBody = 4 << 10
 
-// ServerWakeResult is the outcome of a wake.
-type ServerWakeResult struct {
+// WakeResult is the outcome of a wake.
+type WakeResult struct {
 	// Found is false when the ElastiService does not exist.
 	Found bool
 	// Replicas is the replica count the target was scaled to.
 	Replicas int32
 }
 
-// ServerWaker wakes the target of an ElastiService.
-type ServerWaker interface {
-	Wake(ctx context.Context, key types.NamespacedName) (ServerWakeResult, error)
+// Waker wakes the target of an ElastiService.
+type Waker interface {
+	Wake(ctx context.Context, key types.NamespacedName) (WakeResult, error)
 }
 
 // Server is the operator's activation server. Every operator replica runs
-// one; the ServerWaker decides whether this replica acts or hands the call to
+// one; the Waker decides whether this replica acts or hands the call to
 // the leader.
 type Server struct {
 	// Addr is the listen address, e.g. ":8013".
 	Addr string
 	// Authenticator checks the caller's token.
-	Authenticator *ServerAuthenticator
+	Authenticator *Authenticator
 	// Waker performs the wake.
-	Waker ServerWaker
+	Waker Waker
 	// Log receives one line per refused or failed call.
 	Log logr.Logger
 
@@ -73,12 +73,12 @@ func (s *Server) activate(w http.ResponseWriter, r *http.Request) {
 	}
 	switch err := s.Authenticator.Authenticate(r.Context(), token); {
 	case err == nil:
-	case errors.Is(err, ErrServerUnauthenticated):
+	case errors.Is(err, ErrUnauthenticated):
 		s.Log.Info("activation refused", "reason", "unauthenticated", "remote", r.RemoteAddr)
 		w.Header().Set("WWW-Authenticate", `Bearer realm="elasti-activation"`)
 		httpError(w, http.StatusUnauthorized, "the token is not valid")
 		return
-	case errors.Is(err, ErrServerForbidden):
+	case errors.Is(err, ErrForbidden):
 		s.Log.Info("activation refused", "reason", "forbidden", "remote", r.RemoteAddr, "detail", err.Error())
 		httpError(w, http.StatusForbidden, "this identity may not activate targets")
 		return

@@ -15,19 +15,19 @@ import (
 
 // Authentication outcomes.
 var (
-	// ErrServerUnauthenticated: the token is not valid.
-	ErrServerUnauthenticated = errors.New("token not authenticated")
-	// ErrServerForbidden: the token is valid but names another identity.
-	ErrServerForbidden = errors.New("identity not allowed to activate")
+	// ErrUnauthenticated: the token is not valid.
+	ErrUnauthenticated = errors.New("token not authenticated")
+	// ErrForbidden: the token is valid but names another identity.
+	ErrForbidden = errors.New("identity not allowed to activate")
 )
 
 // reviewCacheTTL is how long a successful review is remembered, so a burst of
 // calls costs one TokenReview. Projected tokens live an hour or more.
 const reviewCacheTTL = time.Minute
 
-// ServerAuthenticator verifies bearer tokens with the TokenReview API and
+// Authenticator verifies bearer tokens with the TokenReview API and
 // accepts only one ServiceAccount.
-type ServerAuthenticator struct {
+type Authenticator struct {
 	// Client creates TokenReviews.
 	Client client.Client
 	// ServiceAccountNamespace and ServiceAccountName name the only accepted
@@ -45,14 +45,14 @@ type ServerAuthenticator struct {
 
 // AllowedUsername is the username a TokenReview returns for the accepted
 // ServiceAccount.
-func (a *ServerAuthenticator) AllowedUsername() string {
+func (a *Authenticator) AllowedUsername() string {
 	return fmt.Sprintf("system:serviceaccount:%s:%s", a.ServiceAccountNamespace, a.ServiceAccountName)
 }
 
 // Authenticate returns nil for a valid token of the allowed ServiceAccount,
-// an error wrapping ErrServerUnauthenticated or ErrServerForbidden when the
+// an error wrapping ErrUnauthenticated or ErrForbidden when the
 // caller must be refused, and any other error when the review itself failed.
-func (a *ServerAuthenticator) Authenticate(ctx context.Context, token string) error {
+func (a *Authenticator) Authenticate(ctx context.Context, token string) error {
 	sum := sha256.Sum256([]byte(token))
 	now := a.now()
 	a.mu.Lock()
@@ -82,15 +82,15 @@ func (a *ServerAuthenticator) Authenticate(ctx context.Context, token string) er
 func checkReview(st authenticationv1.TokenReviewStatus, allowed string, audiences []string) error {
 	if !st.Authenticated {
 		if st.Error != "" {
-			return fmt.Errorf("%w: %s", ErrServerUnauthenticated, st.Error)
+			return fmt.Errorf("%w: %s", ErrUnauthenticated, st.Error)
 		}
-		return ErrServerUnauthenticated
+		return ErrUnauthenticated
 	}
 	if len(audiences) > 0 && !intersects(audiences, st.Audiences) {
-		return fmt.Errorf("%w: the token is not for audience %v", ErrServerUnauthenticated, audiences)
+		return fmt.Errorf("%w: the token is not for audience %v", ErrUnauthenticated, audiences)
 	}
 	if st.User.Username != allowed {
-		return fmt.Errorf("%w: %s is not %s", ErrServerForbidden, st.User.Username, allowed)
+		return fmt.Errorf("%w: %s is not %s", ErrForbidden, st.User.Username, allowed)
 	}
 	return nil
 }
@@ -106,7 +106,7 @@ func intersects(a, b []string) bool {
 	return false
 }
 
-func (a *ServerAuthenticator) now() time.Time {
+func (a *Authenticator) now() time.Time {
 	if a.Clock == nil {
 		return time.Now()
 	}

@@ -49,7 +49,7 @@ func TestServerWithTokenReview(t *testing.T) {
 		return tr.Status.Token
 	}
 	w := &fakeWaker{}
-	srv := &Server{Addr: "127.0.0.1:0", Waker: w, Authenticator: &ServerAuthenticator{
+	srv := &Server{Addr: "127.0.0.1:0", Waker: w, Authenticator: &Authenticator{
 		Client: k8s, ServiceAccountNamespace: "elasti-system", ServiceAccountName: "elasti-resolver",
 	}}
 	addr, err := srv.Listen()

@@ -48,21 +48,21 @@ func reviewer(t *testing.T, users map[string]string, reviews *atomic.Int32) clie
 
 type fakeWaker struct{ calls atomic.Int32 }
 
-func (f *fakeWaker) Wake(_ context.Context, key types.NamespacedName) (ServerWakeResult, error) {
+func (f *fakeWaker) Wake(_ context.Context, key types.NamespacedName) (WakeResult, error) {
 	f.calls.Add(1)
 	switch key.Name {
 	case "missing":
-		return ServerWakeResult{}, nil
+		return WakeResult{}, nil
 	case "slow":
-		return ServerWakeResult{}, context.DeadlineExceeded
+		return WakeResult{}, context.DeadlineExceeded
 	}
-	return ServerWakeResult{Found: true, Replicas: 2}, nil
+	return WakeResult{Found: true, Replicas: 2}, nil
 }
 
 func TestServer(t *testing.T) {
 	var reviews atomic.Int32
 	fc := clocktesting.NewFakeClock(time.Unix(1000, 0))
-	auth := &ServerAuthenticator{
+	auth := &Authenticator{
 		Client:                  reviewer(t, map[string]string{"good": "system:serviceaccount:elasti-system:elasti-resolver", "other": "system:serviceaccount:default:default"}, &reviews),
 		ServiceAccountNamespace: "elasti-system", ServiceAccountName: "elasti-resolver", Clock: fc,
 	}
@@ -132,9 +132,9 @@ func TestCheckReview(t *testing.T) {
 	}{
 		{"ok", ok, nil, nil},
 		{"audience ok", ok, []string{"elasti"}, nil},
-		{"wrong audience", ok, []string{"other"}, ErrServerUnauthenticated},
-		{"not authenticated", authenticationv1.TokenReviewStatus{}, nil, ErrServerUnauthenticated},
-		{"other user", authenticationv1.TokenReviewStatus{Authenticated: true, User: authenticationv1.UserInfo{Username: "system:serviceaccount:ns:other"}}, nil, ErrServerForbidden},
+		{"wrong audience", ok, []string{"other"}, ErrUnauthenticated},
+		{"not authenticated", authenticationv1.TokenReviewStatus{}, nil, ErrUnauthenticated},
+		{"other user", authenticationv1.TokenReviewStatus{Authenticated: true, User: authenticationv1.UserInfo{Username: "system:serviceaccount:ns:other"}}, nil, ErrForbidden},
 	} {
 		if err := checkReview(tc.st, me, tc.aud); !errors.Is(err, tc.want) {
 			t.Errorf("%s: got %v, want %v", tc.name, err, tc.want)

@@ -18,8 +18,3 @@ func age(now time.Time, t *metav1.Time) string {
 	}
 	return duration.HumanDuration(now.Sub(t.Time))
 }
-
-// human writes a duration the way age does.
-func human(d time.Duration) string {
-	return duration.HumanDuration(d)
-}

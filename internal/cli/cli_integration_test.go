@@ -49,7 +49,7 @@ func TestListWideAndAllNamespaces(t *testing.T) {
 	other := newNamespace(t, ctx)
 	createDeployment(t, ctx, other, "api", 1)
 	createES(t, ctx, other, "api", "api", elastiv1alpha1.ElastiServiceStatus{Mode: elastiv1alpha1.ModeServe,
-		Conditions: []metav1.Condition{statusCond(f.now, elastiv1alpha1.ConditionActive, metav1.ConditionTrue, "Serving", "")}})
+		Conditions: []metav1.Condition{statusCond(f.now, elastiv1alpha1.ConditionActive, metav1.ConditionTrue, contract.ReasonServing, "")}})
 	kc := writeKubeconfig(t, kubeconfigOptions{})
 
 	out, stderr, err := f.plugin().run(ctx, "list", "--kubeconfig", kc, "-A", "-o", "wide")

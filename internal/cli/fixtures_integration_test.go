@@ -166,8 +166,8 @@ func setup(t *testing.T, ctx context.Context) fixture {
 		Mode:             elastiv1alpha1.ModeServe,
 		LastScaledUpTime: at(f.now.Add(-3 * time.Hour)),
 		Conditions: []metav1.Condition{
-			statusCond(f.now, elastiv1alpha1.ConditionReady, metav1.ConditionTrue, "Serving", "the Service routes straight to the target"),
-			statusCond(f.now, elastiv1alpha1.ConditionActive, metav1.ConditionTrue, "Serving", "the target has replicas"),
+			statusCond(f.now, elastiv1alpha1.ConditionReady, metav1.ConditionTrue, contract.ReasonServing, "the Service routes straight to the target"),
+			statusCond(f.now, elastiv1alpha1.ConditionActive, metav1.ConditionTrue, contract.ReasonServing, "the target has replicas"),
 			statusCond(f.now, elastiv1alpha1.ConditionIdle, metav1.ConditionFalse, "TriggerActive", "trigger 0: 2.5 is not below the threshold 0.5"),
 			statusCond(f.now, elastiv1alpha1.ConditionTriggersHealthy, metav1.ConditionTrue, "Evaluated", "every trigger was evaluated"),
 			statusCond(f.now, elastiv1alpha1.ConditionProxyReady, metav1.ConditionTrue, "ResolversAvailable", "ready resolvers can take the Service's traffic"),
@@ -180,7 +180,7 @@ func setup(t *testing.T, ctx context.Context) fixture {
 		LastScaledDownTime: at(f.now.Add(-48 * time.Hour)),
 		Conditions: []metav1.Condition{
 			statusCond(f.now, elastiv1alpha1.ConditionReady, metav1.ConditionTrue, "Proxying", "the resolvers receive the Service's traffic"),
-			statusCond(f.now, elastiv1alpha1.ConditionActive, metav1.ConditionFalse, reasonScaledToZero, "the target is at zero replicas"),
+			statusCond(f.now, elastiv1alpha1.ConditionActive, metav1.ConditionFalse, contract.ReasonScaledToZero, "the target is at zero replicas"),
 		},
 		ProxyPorts: []elastiv1alpha1.ProxyPort{{Name: "http", Port: 80, Protocol: "TCP", ResolverPort: 20002}},
 	})
@@ -210,7 +210,7 @@ func fakeOperatorWake(ctx context.Context, key client.ObjectKey) error {
 			es.Status.LastScaledUpTime = at(time.Now())
 			for i := range es.Status.Conditions {
 				if es.Status.Conditions[i].Type == elastiv1alpha1.ConditionActive {
-					es.Status.Conditions[i].Status, es.Status.Conditions[i].Reason = metav1.ConditionTrue, "Serving"
+					es.Status.Conditions[i].Status, es.Status.Conditions[i].Reason = metav1.ConditionTrue, contract.ReasonServing
 				}
 			}
 			return k8s.Status().Update(ctx, es)

@@ -6,6 +6,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	elastiv1alpha1 "elasti.dev/elasti/api/v1alpha1"
+	"elasti.dev/elasti/internal/contract"
 )
 
 // testNow is Monday 2 March 2026, 12:00 UTC.
@@ -49,8 +50,8 @@ func testES(edits ...func(*elastiv1alpha1.ElastiService)) *elastiv1alpha1.Elasti
 			ObservedGeneration: 1,
 			LastScaledUpTime:   timeAgo(3 * time.Hour),
 			Conditions: []metav1.Condition{
-				cond(elastiv1alpha1.ConditionReady, metav1.ConditionTrue, "Serving", "the Service routes straight to the target"),
-				cond(elastiv1alpha1.ConditionActive, metav1.ConditionTrue, "Serving", "the target has replicas"),
+				cond(elastiv1alpha1.ConditionReady, metav1.ConditionTrue, contract.ReasonServing, "the Service routes straight to the target"),
+				cond(elastiv1alpha1.ConditionActive, metav1.ConditionTrue, contract.ReasonServing, "the target has replicas"),
 				cond(elastiv1alpha1.ConditionIdle, metav1.ConditionTrue, "AllTriggersIdle", "all 1 triggers report idle"),
 				cond(elastiv1alpha1.ConditionTriggersHealthy, metav1.ConditionTrue, "Evaluated", "every trigger was evaluated"),
 				cond(elastiv1alpha1.ConditionProxyReady, metav1.ConditionTrue, "ResolversAvailable", "ready resolvers can take the Service's traffic when the target sleeps"),
@@ -89,6 +90,6 @@ func asleep(d time.Duration) func(*elastiv1alpha1.ElastiService) {
 	return func(es *elastiv1alpha1.ElastiService) {
 		es.Status.Mode = elastiv1alpha1.ModeProxy
 		es.Status.LastScaledDownTime = timeAgo(d)
-		setCond(cond(elastiv1alpha1.ConditionActive, metav1.ConditionFalse, reasonScaledToZero, "the target is at zero replicas"))(es)
+		setCond(cond(elastiv1alpha1.ConditionActive, metav1.ConditionFalse, contract.ReasonScaledToZero, "the target is at zero replicas"))(es)
 	}
 }

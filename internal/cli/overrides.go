@@ -13,7 +13,7 @@ func newKeepAwakeCommand(o Options, kf *kubeFlags) *cobra.Command {
 	return &cobra.Command{
 		Use:   "keep-awake NAME",
 		Short: "Keep an ElastiService's target from being scaled to zero",
-		Long: `keep-awake sets the annotation ` + contract.AnnotationKeepAwake + `=true. While it is set the
+		Long: `keep-awake sets the annotation ` + contract.AnnotationKeepAwake + `=` + contract.KeepAwakeOn + `. While it is set the
 operator never scales the target to zero, and wakes it if it is asleep.
 It needs RBAC permission to patch elastiservices.elasti.dev.`,
 		Example: `  kubectl elasti keep-awake httpbin -n demo`,
@@ -24,12 +24,12 @@ It needs RBAC permission to patch elastiservices.elasti.dev.`,
 				return err
 			}
 			key := client.ObjectKey{Namespace: s.namespace, Name: args[0]}
-			on := keepAwakeOn
+			on := contract.KeepAwakeOn
 			if _, err := patchAnnotation(cmd.Context(), s.client, key, contract.AnnotationKeepAwake, &on); err != nil {
 				return err
 			}
-			fmt.Fprintf(o.Out, "elastiservice %s kept awake: %s=true; `kubectl elasti allow-sleep %s -n %s` lets it sleep again\n",
-				key, contract.AnnotationKeepAwake, key.Name, key.Namespace)
+			fmt.Fprintf(o.Out, "elastiservice %s kept awake: %s=%s; `kubectl elasti allow-sleep %s -n %s` lets it sleep again\n",
+				key, contract.AnnotationKeepAwake, contract.KeepAwakeOn, key.Name, key.Namespace)
 			return nil
 		},
 	}

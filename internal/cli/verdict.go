@@ -9,40 +9,30 @@ import (
 
 	elastiv1alpha1 "elasti.dev/elasti/api/v1alpha1"
 	"elasti.dev/elasti/internal/contract"
-	"elasti.dev/elasti/internal/scaling"
+	"elasti.dev/elasti/internal/sleepgate"
 )
-
-// Reasons the operator writes on the Active condition (internal/controller,
-// modes.go). The plugin reads them but does not import the operator.
-const (
-	reasonScalingDown  = "ScalingDown"
-	reasonScaledToZero = "ScaledToZero"
-	reasonWaking       = "Waking"
-)
-
-// keepAwakeOn is the value of contract.AnnotationKeepAwake that pins a
-// target awake.
-const keepAwakeOn = "true"
 
 // scaleDownVerdict explains in one line whether the ElastiService is on its
-// way to zero and, if not, what holds it. It applies the operator's gates in
-// the operator's order: a pending wake, no triggers, keep-awake, Ready, the
-// cooldown, the enabledPeriod, then the triggers and the resolvers.
+// way to zero and, if not, what holds it. It decides nothing itself: the
+// sleep gates are the operator's own chain (internal/sleepgate), and the rest
+// is read from the conditions the operator wrote. It words them in this
+// order: a pending wake; a gate that only a change to the object lifts (no
+// triggers, keep-awake, a bad enabledPeriod); Ready; a gate that time lifts
+// (the cooldown, the enabledPeriod); then the triggers and the resolvers.
 func scaleDownVerdict(es *elastiv1alpha1.ElastiService, now time.Time) string {
 	conds := es.Status.Conditions
 	_, wakeRequested := es.Annotations[contract.AnnotationWakeNow]
-	keepAwake := es.Annotations[contract.AnnotationKeepAwake] == keepAwakeOn
 	active := meta.FindStatusCondition(conds, elastiv1alpha1.ConditionActive)
 
 	if es.Status.Mode == elastiv1alpha1.ModeProxy {
 		switch {
-		case active != nil && active.Reason == reasonScalingDown:
+		case active != nil && active.Reason == contract.ReasonScalingDown:
 			return "scaling down now: every trigger is idle; the target goes to zero when the grace period ends"
 		case wakeRequested:
 			return "waking: a wake was requested (" + contract.AnnotationWakeNow + ") and the operator is acting on it"
-		case keepAwake:
-			return "waking: " + contract.AnnotationKeepAwake + "=true makes the operator wake the target"
-		case active != nil && active.Reason == reasonScaledToZero:
+		case contract.KeepAwake(es.Annotations):
+			return "waking: " + contract.AnnotationKeepAwake + "=" + contract.KeepAwakeOn + " makes the operator wake the target"
+		case active != nil && active.Reason == contract.ReasonScaledToZero:
 			return fmt.Sprintf("asleep: scaled to zero %s ago; the first request, or `kubectl elasti wake %s`, wakes it",
 				age(now, es.Status.LastScaledDownTime), es.Name)
 		default:
@@ -56,20 +46,15 @@ func scaleDownVerdict(es *elastiv1alpha1.ElastiService, now time.Time) string {
 	if wakeRequested {
 		return "no: a wake request (" + contract.AnnotationWakeNow + ") is waiting for the operator"
 	}
-	if len(es.Spec.Triggers) == 0 {
-		return "no: it has no triggers, so it never sleeps on its own"
-	}
-	if keepAwake {
-		return fmt.Sprintf("no: %s=true pins it awake; `kubectl elasti allow-sleep %s` lifts it", contract.AnnotationKeepAwake, es.Name)
+	gate := sleepgate.Evaluate(es, now)
+	if !gate.Allowed() && !gate.Polls {
+		return "no: " + gateText(es, gate)
 	}
 	if c := meta.FindStatusCondition(conds, elastiv1alpha1.ConditionReady); c != nil && c.Status == metav1.ConditionFalse {
 		return fmt.Sprintf("no: Ready=False (%s): %s", c.Reason, c.Message)
 	}
-	if msg, ok := inCooldown(es, now); ok {
-		return "no: " + msg
-	}
-	if msg, ok := outsideEnabledPeriod(es, now); ok {
-		return "no: " + msg
+	if !gate.Allowed() {
+		return "no: " + gateText(es, gate)
 	}
 	if c := meta.FindStatusCondition(conds, elastiv1alpha1.ConditionTriggersHealthy); c != nil && c.Status == metav1.ConditionFalse {
 		return fmt.Sprintf("no: a trigger cannot be evaluated (%s: %s); an unhealthy trigger never causes a scale-down", c.Reason, c.Message)
@@ -91,38 +76,11 @@ func scaleDownVerdict(es *elastiv1alpha1.ElastiService, now time.Time) string {
 	return "yes: every trigger is idle; the operator scales the target to zero at its next evaluation"
 }
 
-// inCooldown reports whether the cooldown, counted from the last wake or else
-// from creation, still runs, and for how long.
-func inCooldown(es *elastiv1alpha1.ElastiService, now time.Time) (string, bool) {
-	since, from := es.CreationTimestamp.Time, "creation"
-	if es.Status.LastScaledUpTime != nil {
-		since, from = es.Status.LastScaledUpTime.Time, "the last wake"
+// gateText is a closed gate's message, with the plugin command that lifts it
+// where there is one.
+func gateText(es *elastiv1alpha1.ElastiService, v sleepgate.Verdict) string {
+	if v.Reason == sleepgate.ReasonKeepAwake {
+		return v.Message + "; `kubectl elasti allow-sleep " + es.Name + "` lifts it"
 	}
-	cooldown := time.Duration(es.Spec.CooldownPeriod) * time.Second
-	left := since.Add(cooldown).Sub(now)
-	if left <= 0 {
-		return "", false
-	}
-	return fmt.Sprintf("in cooldown for another %s (cooldownPeriod %ds, counted from %s %s ago)",
-		human(left), es.Spec.CooldownPeriod, from, human(now.Sub(since))), true
-}
-
-// outsideEnabledPeriod reports whether an enabledPeriod forbids sleeping now.
-func outsideEnabledPeriod(es *elastiv1alpha1.ElastiService, now time.Time) (string, bool) {
-	p := es.Spec.EnabledPeriod
-	if p == nil {
-		return "", false
-	}
-	w, err := scaling.ParseWindow(*p)
-	if err != nil {
-		return "the enabledPeriod is invalid: " + err.Error(), true
-	}
-	if w.Contains(now) {
-		return "", false
-	}
-	msg := fmt.Sprintf("outside the enabledPeriod (%q for %s, UTC)", p.Schedule, p.Duration)
-	if next := w.NextOpen(now); !next.IsZero() {
-		msg += "; the next window opens in " + human(next.Sub(now))
-	}
-	return msg, true
+	return v.Message
 }

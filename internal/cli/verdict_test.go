@@ -30,13 +30,13 @@ func TestScaleDownVerdict(t *testing.T) {
 		{
 			name: "grace period running",
 			es: testES(func(es *elastiv1alpha1.ElastiService) { es.Status.Mode = elastiv1alpha1.ModeProxy },
-				setCond(cond(elastiv1alpha1.ConditionActive, metav1.ConditionTrue, reasonScalingDown, ""))),
+				setCond(cond(elastiv1alpha1.ConditionActive, metav1.ConditionTrue, contract.ReasonScalingDown, ""))),
 			want: "scaling down now: every trigger is idle; the target goes to zero when the grace period ends",
 		},
 		{
 			name: "waking",
 			es: testES(asleep(time.Hour),
-				setCond(cond(elastiv1alpha1.ConditionActive, metav1.ConditionTrue, reasonWaking, ""))),
+				setCond(cond(elastiv1alpha1.ConditionActive, metav1.ConditionTrue, contract.ReasonWaking, ""))),
 			want: "waking: the target has replicas but no ready endpoint yet; the resolvers hold its traffic",
 		},
 		{
@@ -80,6 +80,18 @@ func TestScaleDownVerdict(t *testing.T) {
 			name: "not ready",
 			es:   testES(setCond(cond(elastiv1alpha1.ConditionReady, metav1.ConditionFalse, "ServiceNotFound", "Service demo/httpbin does not exist"))),
 			want: "no: Ready=False (ServiceNotFound): Service demo/httpbin does not exist",
+		},
+		{
+			name: "Ready=False before the cooldown",
+			es: testES(func(es *elastiv1alpha1.ElastiService) { es.Status.LastScaledUpTime = timeAgo(3 * time.Minute) },
+				setCond(cond(elastiv1alpha1.ConditionReady, metav1.ConditionFalse, "ServiceNotFound", "Service demo/httpbin does not exist"))),
+			want: "no: Ready=False (ServiceNotFound): Service demo/httpbin does not exist",
+		},
+		{
+			name: "keep-awake before Ready=False",
+			es: testES(annotate(contract.AnnotationKeepAwake, "true"),
+				setCond(cond(elastiv1alpha1.ConditionReady, metav1.ConditionFalse, "ServiceNotFound", "Service demo/httpbin does not exist"))),
+			want: "no: elasti.dev/keep-awake=true pins it awake; `kubectl elasti allow-sleep httpbin` lifts it",
 		},
 		{
 			name: "cooldown from the last wake",

@@ -20,7 +20,7 @@ func TestIsAwake(t *testing.T) {
 		{name: "asleep", es: testES(asleep(time.Minute))},
 		{
 			name: "waking in proxy mode",
-			es:   testES(asleep(time.Minute), setCond(cond(elastiv1alpha1.ConditionActive, metav1.ConditionTrue, reasonWaking, ""))),
+			es:   testES(asleep(time.Minute), setCond(cond(elastiv1alpha1.ConditionActive, metav1.ConditionTrue, contract.ReasonWaking, ""))),
 		},
 		{
 			name: "serve mode but target unreadable",
@@ -50,7 +50,7 @@ func TestWakeProgress(t *testing.T) {
 		},
 		{
 			name: "waking",
-			es:   testES(asleep(time.Minute), setCond(cond(elastiv1alpha1.ConditionActive, metav1.ConditionTrue, reasonWaking, "no ready endpoint yet"))),
+			es:   testES(asleep(time.Minute), setCond(cond(elastiv1alpha1.ConditionActive, metav1.ConditionTrue, contract.ReasonWaking, "no ready endpoint yet"))),
 			want: "mode proxy, Active=True (Waking): no ready endpoint yet",
 		},
 		{

@@ -22,7 +22,8 @@ const (
 	// AnnotationWakeNow asks the operator to wake the target now; the
 	// operator removes it once acted on. Any value.
 	AnnotationWakeNow = "elasti.dev/wake-now"
-	// AnnotationKeepAwake, when "true", keeps the target from sleeping.
+	// AnnotationKeepAwake, when KeepAwakeOn, keeps the target from
+	// sleeping.
 	AnnotationKeepAwake = "elasti.dev/keep-awake"
 	// AnnotationKEDAPaused records that the operator paused a KEDA
 	// ScaledObject, so that it unpauses only what it paused.
@@ -31,6 +32,30 @@ const (
 	// target it manages (JSON of the scaleTargetRef), so that a changed
 	// spec.scaleTargetRef restores the old target. Written by the operator.
 	AnnotationScaleTarget = "elasti.dev/managed-scale-target"
+)
+
+// KeepAwakeOn is the value of AnnotationKeepAwake that pins a target awake.
+// Any other value is ignored.
+const KeepAwakeOn = "true"
+
+// KeepAwake reports whether an object's annotations pin its target awake.
+func KeepAwake(annotations map[string]string) bool {
+	return annotations[AnnotationKeepAwake] == KeepAwakeOn
+}
+
+// Reasons on the Active condition. The operator writes them, and they carry
+// its phase across reconciles and leader changes; kubectl elasti reads them.
+const (
+	// ReasonServing: the target has replicas and the Service routes to it.
+	ReasonServing = "Serving"
+	// ReasonScalingDown: the triggers are idle, the proxy slice is in place
+	// and the grace period runs before the target goes to zero.
+	ReasonScalingDown = "ScalingDown"
+	// ReasonScaledToZero: the target is at zero and the resolvers hold its
+	// traffic.
+	ReasonScaledToZero = "ScaledToZero"
+	// ReasonWaking: the target was woken and has no ready endpoint yet.
+	ReasonWaking = "Waking"
 )
 
 // Finalizer lets the operator restore the Service and the workload before an

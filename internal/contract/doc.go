@@ -1,5 +1,5 @@
-// Package contract holds the names both planes share: labels, annotations,
-// ports, headers and API paths. It imports nothing else from the project, so
-// the operator and the resolver can agree on them without importing each
-// other.
+// Package contract holds the names the operator, the resolver and the kubectl
+// plugin share: labels, annotations, condition reasons, ports, headers and
+// API paths. It imports nothing else from the project, so they can agree on
+// them without importing each other.
 package contract

@@ -38,11 +38,11 @@ func serviceAccountToken(t *testing.T, ns, name string) string {
 }
 
 // startActivationServer serves the activation API on loopback with waker.
-func startActivationServer(t *testing.T, resolverNS string, waker activation.ServerWaker) string {
+func startActivationServer(t *testing.T, resolverNS string, waker activation.Waker) string {
 	t.Helper()
 	srv := &activation.Server{
 		Addr: "127.0.0.1:0",
-		Authenticator: &activation.ServerAuthenticator{
+		Authenticator: &activation.Authenticator{
 			Client: k8s, ServiceAccountNamespace: resolverNS, ServiceAccountName: "elasti-resolver",
 		},
 		Waker: waker,

@@ -13,7 +13,6 @@ const (
 	EventResolversGone      = "ResolversUnavailable"
 	EventScaleFailed        = "ScaleFailed"
 	EventTargetChanged      = "ScaleTargetChanged"
-	EventRestored           = "Restored"
 	EventAutoscalerNotFound = "AutoscalerNotFound"
 )
 

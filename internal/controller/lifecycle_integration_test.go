@@ -208,7 +208,7 @@ func TestCooldown(t *testing.T) {
 // the grace period, which the reconciler times with the same clock.
 func passGrace(t *testing.T, fake *clocktesting.FakeClock, ns, name string) {
 	t.Helper()
-	eventually(t, wait, "scale-down started", wantCondition(ns, name, elastiv1alpha1.ConditionActive, metav1.ConditionTrue, ReasonScalingDown))
+	eventually(t, wait, "scale-down started", wantCondition(ns, name, elastiv1alpha1.ConditionActive, metav1.ConditionTrue, contract.ReasonScalingDown))
 	fake.Step(time.Second)
 }
 

@@ -6,7 +6,9 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 
 	elastiv1alpha1 "elasti.dev/elasti/api/v1alpha1"
+	"elasti.dev/elasti/internal/contract"
 	"elasti.dev/elasti/internal/scaling"
+	"elasti.dev/elasti/internal/sleepgate"
 )
 
 // phase is where an ElastiService is in its serve/proxy cycle. It is derived
@@ -26,22 +28,13 @@ const (
 	phaseWaking phase = "Waking"
 )
 
-// Reasons on the Active condition, which also carry the phase across
-// reconciles and leader changes.
-const (
-	ReasonServing      = "Serving"
-	ReasonScalingDown  = "ScalingDown"
-	ReasonScaledToZero = "ScaledToZero"
-	ReasonWaking       = "Waking"
-)
-
 // currentPhase derives the phase from the persisted status and the target's
 // replica count.
 func currentPhase(st elastiv1alpha1.ElastiServiceStatus, replicas int32) phase {
 	if st.Mode != elastiv1alpha1.ModeProxy {
 		return phaseServe
 	}
-	if c := meta.FindStatusCondition(st.Conditions, elastiv1alpha1.ConditionActive); c != nil && c.Reason == ReasonScalingDown {
+	if c := meta.FindStatusCondition(st.Conditions, elastiv1alpha1.ConditionActive); c != nil && c.Reason == contract.ReasonScalingDown {
 		return phaseScalingDown
 	}
 	if replicas == 0 {
@@ -71,7 +64,7 @@ type observed struct {
 	ownReady       bool
 	wakeRequested  bool
 	keepAwake      bool
-	sleep          sleepGate
+	sleep          sleepgate.Verdict
 	triggers       *scaling.Result
 	graceStartedAt time.Time
 	gracePeriod    time.Duration
@@ -105,17 +98,18 @@ func decide(o observed) plan {
 	p := transition(o)
 	switch {
 	case p.requeueAfter != 0:
-	case p.mode == elastiv1alpha1.ModeServe && o.sleep.polls:
-		p.requeueAfter = minPositive(o.pollInterval, o.sleep.wait)
+	case p.mode == elastiv1alpha1.ModeServe && o.sleep.Polls:
+		p.requeueAfter = minPositive(o.pollInterval, o.sleep.Wait)
 	case o.portsErr != nil:
-		// Ports freed by another ElastiService raise no event here.
+		// A freed port wakes the waiters through the allocator's events;
+		// this poll is only a backstop.
 		p.requeueAfter = o.pollInterval
 	}
 	return p
 }
 
 func transition(o observed) plan {
-	p := plan{slices: sliceDelete, mode: elastiv1alpha1.ModeServe, active: ReasonServing}
+	p := plan{slices: sliceDelete, mode: elastiv1alpha1.ModeServe, active: contract.ReasonServing}
 	canProxy := o.serviceFound && o.portsErr == nil && len(o.ports) > 0 && o.resolvers > 0
 
 	if !o.serviceFound || !o.targetFound {
@@ -132,9 +126,9 @@ func transition(o observed) plan {
 			p.wake = true
 		case o.replicas == 0 && canProxy:
 			// Someone else put the target at zero: hold its traffic.
-			p.slices, p.mode, p.active = sliceEnsure, elastiv1alpha1.ModeProxy, ReasonScaledToZero
-		case o.sleep.allowed && o.triggers != nil && o.triggers.State == scaling.StateIdle && canProxy:
-			p.slices, p.mode, p.active = sliceEnsure, elastiv1alpha1.ModeProxy, ReasonScalingDown
+			p.slices, p.mode, p.active = sliceEnsure, elastiv1alpha1.ModeProxy, contract.ReasonScaledToZero
+		case o.sleep.Allowed() && o.triggers != nil && o.triggers.State == scaling.StateIdle && canProxy:
+			p.slices, p.mode, p.active = sliceEnsure, elastiv1alpha1.ModeProxy, contract.ReasonScalingDown
 			p.startGrace = true
 			p.requeueAfter = o.gracePeriod
 			return p
@@ -150,7 +144,7 @@ func transition(o observed) plan {
 		case !canProxy:
 			p.failOpen = true
 		default:
-			p.slices, p.mode, p.active = sliceEnsure, elastiv1alpha1.ModeProxy, ReasonScalingDown
+			p.slices, p.mode, p.active = sliceEnsure, elastiv1alpha1.ModeProxy, contract.ReasonScalingDown
 			if rest := o.graceStartedAt.Add(o.gracePeriod).Sub(o.now); !o.graceStartedAt.IsZero() && rest > 0 {
 				p.requeueAfter = rest
 				return p
@@ -163,15 +157,15 @@ func transition(o observed) plan {
 				return p
 			}
 			p.sleep = true
-			p.active = ReasonScaledToZero
+			p.active = contract.ReasonScaledToZero
 			return p
 		}
 		if o.ownReady {
 			return p // serve
 		}
-		p.slices, p.mode, p.active = sliceEnsure, elastiv1alpha1.ModeProxy, ReasonWaking
+		p.slices, p.mode, p.active = sliceEnsure, elastiv1alpha1.ModeProxy, contract.ReasonWaking
 		if !canProxy {
-			p.slices, p.mode, p.active = sliceDelete, elastiv1alpha1.ModeServe, ReasonWaking
+			p.slices, p.mode, p.active = sliceDelete, elastiv1alpha1.ModeServe, contract.ReasonWaking
 		}
 		return p
 
@@ -182,7 +176,7 @@ func transition(o observed) plan {
 			// and leave the data path.
 			p.failOpen = true
 			p.wake = p.wake || o.replicas == 0
-			p.active = ReasonWaking
+			p.active = contract.ReasonWaking
 			return p
 		}
 		if o.ownReady && o.replicas > 0 {
@@ -192,9 +186,9 @@ func transition(o observed) plan {
 		}
 		p.slices, p.mode = sliceEnsure, elastiv1alpha1.ModeProxy
 		if o.replicas == 0 && !p.wake {
-			p.active = ReasonScaledToZero
+			p.active = contract.ReasonScaledToZero
 		} else {
-			p.active = ReasonWaking
+			p.active = contract.ReasonWaking
 		}
 		return p
 	}

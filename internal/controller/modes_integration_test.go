@@ -16,6 +16,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	elastiv1alpha1 "elasti.dev/elasti/api/v1alpha1"
+	"elasti.dev/elasti/internal/contract"
 	"elasti.dev/elasti/internal/scaling"
 )
 
@@ -45,7 +46,7 @@ func TestModeSwitchBothDirections(t *testing.T) {
 	trig.set(scaling.StateIdle)
 	eventually(t, wait, "scaled to zero", wantReplicas(op.ns, "web", 0))
 	eventually(t, wait, "proxy mode", wantMode(op.ns, "web", elastiv1alpha1.ModeProxy))
-	eventually(t, wait, "Active=False", wantCondition(op.ns, "web", elastiv1alpha1.ConditionActive, metav1.ConditionFalse, ReasonScaledToZero))
+	eventually(t, wait, "Active=False", wantCondition(op.ns, "web", elastiv1alpha1.ConditionActive, metav1.ConditionFalse, contract.ReasonScaledToZero))
 
 	slices, err := proxySlicesOf(op.ns, "web")
 	if err != nil || len(slices) != 1 {
@@ -81,7 +82,7 @@ func TestModeSwitchBothDirections(t *testing.T) {
 	if got := deploymentReplicas(t, op.ns, "web"); got != 1 {
 		t.Fatalf("after the wake returned, replicas = %d", got)
 	}
-	eventually(t, wait, "waking", wantCondition(op.ns, "web", elastiv1alpha1.ConditionActive, metav1.ConditionTrue, ReasonWaking))
+	eventually(t, wait, "waking", wantCondition(op.ns, "web", elastiv1alpha1.ConditionActive, metav1.ConditionTrue, contract.ReasonWaking))
 	// Still proxying until an endpoint is ready.
 	if err := wantProxySlices(op.ns, "web", 1)(); err != nil {
 		t.Fatal(err)
@@ -149,8 +150,8 @@ func TestPortAllocationNoCollisions(t *testing.T) {
 	if err := k8s.Delete(context.Background(), victim); err != nil {
 		t.Fatal(err)
 	}
-	// Nothing triggers "extra" when another object goes; its own periodic
-	// retry picks the freed port up.
+	// The release wakes "extra", which waits for a port
+	// (TestPortWaiterWokenWhenPortFrees proves it without any polling).
 	eventually(t, wait, "freed port reused", func() error {
 		es := getES(t, op.ns, "extra")
 		if len(es.Status.ProxyPorts) != 1 || es.Status.ProxyPorts[0].ResolverPort != freed {

@@ -8,8 +8,10 @@ import (
 	"sync"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
 
 	elastiv1alpha1 "elasti.dev/elasti/api/v1alpha1"
 )
@@ -50,6 +52,11 @@ func proxiedPorts(svc *corev1.Service) []corev1.ServicePort {
 // re-derives what is taken. The in-memory reservations cover allocations made
 // by this process whose status write has not reached the cache yet.
 // Allocation is serialized by mu; only the leader reconciles.
+//
+// An ElastiService the range has no room for waits for an event, not for a
+// timer or the work queue's backoff: it is remembered in waiting, and every
+// port that frees up (an ElastiService released, or one that needs fewer
+// ports) sends each waiter to the controller through events.
 type portAllocator struct {
 	start, end int32
 	// holders finds which ElastiServices have port p in their status.
@@ -58,10 +65,21 @@ type portAllocator struct {
 	mu       sync.Mutex
 	reserved map[int32]types.NamespacedName
 	byKey    map[types.NamespacedName][]elastiv1alpha1.ProxyPort
+	waiting  map[types.NamespacedName]struct{}
+
+	// events carries the waiters to reconcile again; the controller
+	// watches it through source.Channel.
+	events chan event.GenericEvent
 }
 
 func newPortAllocator(start, end int32, holders func(context.Context, int32) ([]elastiv1alpha1.ElastiService, error)) *portAllocator {
-	return &portAllocator{start: start, end: end, holders: holders, reserved: map[int32]types.NamespacedName{}, byKey: map[types.NamespacedName][]elastiv1alpha1.ProxyPort{}}
+	return &portAllocator{
+		start: start, end: end, holders: holders,
+		reserved: map[int32]types.NamespacedName{},
+		byKey:    map[types.NamespacedName][]elastiv1alpha1.ProxyPort{},
+		waiting:  map[types.NamespacedName]struct{}{},
+		events:   make(chan event.GenericEvent, 1024),
+	}
 }
 
 // cacheHolders looks port holders up through the cache index.
@@ -110,6 +128,11 @@ func (a *portAllocator) Allocate(ctx context.Context, es *elastiv1alpha1.ElastiS
 		}
 		if pp.ResolverPort == 0 {
 			p, err := a.lowestFree(ctx, es, inUse)
+			if errors.Is(err, ErrPortsExhausted) {
+				// Wait for a port to free up. What es holds stays
+				// reserved: its status still records it.
+				a.waiting[key] = struct{}{}
+			}
 			if err != nil {
 				return nil, err
 			}
@@ -118,15 +141,48 @@ func (a *portAllocator) Allocate(ctx context.Context, es *elastiv1alpha1.ElastiS
 		inUse[pp.ResolverPort] = true
 		out = append(out, pp)
 	}
+	delete(a.waiting, key)
+	if freesPorts(es.Status.ProxyPorts, out) || freesPorts(a.byKey[key], out) {
+		a.wakeWaitersLocked()
+	}
 	a.setLocked(key, out)
 	return out, nil
 }
 
-// Release frees every port reserved for key.
+// Release frees every port reserved for key, for an ElastiService that is
+// gone, and wakes the ElastiServices waiting for a port. It wakes them even
+// when this process reserved nothing for key (a new leader reserves nothing
+// until it reconciles): the ports in key's status are free too.
 func (a *portAllocator) Release(key types.NamespacedName) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
+	delete(a.waiting, key)
 	a.setLocked(key, nil)
+	a.wakeWaitersLocked()
+}
+
+// wakeWaitersLocked enqueues every waiting ElastiService. A waiter stays
+// registered until it gets its ports, so a later release wakes it again if
+// another waiter took this port first. The send never blocks, as the caller
+// holds mu: a waiter whose event finds the channel full stays registered for
+// the next release, and its requeue at the polling interval backs that up.
+func (a *portAllocator) wakeWaitersLocked() {
+	for key := range a.waiting {
+		select {
+		case a.events <- event.GenericEvent{Object: &elastiv1alpha1.ElastiService{ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name}}}:
+		default:
+		}
+	}
+}
+
+// freesPorts reports whether a resolver port in had is missing from now.
+func freesPorts(had, now []elastiv1alpha1.ProxyPort) bool {
+	for _, p := range had {
+		if !containsPort(now, p.ResolverPort) {
+			return true
+		}
+	}
+	return false
 }
 
 func (a *portAllocator) setLocked(key types.NamespacedName, ports []elastiv1alpha1.ProxyPort) {

@@ -22,6 +22,7 @@ import (
 	elastiv1alpha1 "elasti.dev/elasti/api/v1alpha1"
 	"elasti.dev/elasti/internal/contract"
 	"elasti.dev/elasti/internal/scaling"
+	"elasti.dev/elasti/internal/sleepgate"
 )
 
 // targetScaler reads and sets a target's replicas through /scale.
@@ -129,7 +130,7 @@ func (r *Reconciler) observe(ctx context.Context, es *elastiv1alpha1.ElastiServi
 		gracePeriod:   r.cfg.GracePeriod,
 		pollInterval:  r.cfg.PollingInterval,
 		wakeRequested: r.wakes.isPending(key),
-		keepAwake:     es.Annotations[contract.AnnotationKeepAwake] == keepAwakeTrueVal,
+		keepAwake:     contract.KeepAwake(es.Annotations),
 	}
 	var fx effects
 	if _, ok := es.Annotations[contract.AnnotationWakeNow]; ok {
@@ -186,8 +187,8 @@ func (r *Reconciler) observe(ctx context.Context, es *elastiv1alpha1.ElastiServi
 	o.ownReady = ownSlicesReady(slices.Items)
 
 	o.phase = currentPhase(es.Status, o.replicas)
-	o.sleep = sleepGateFor(es, o.now)
-	if o.phase == phaseServe && o.targetFound && o.replicas > 0 && !o.wakeRequested && o.sleep.allowed {
+	o.sleep = sleepgate.Evaluate(es, o.now)
+	if o.phase == phaseServe && o.targetFound && o.replicas > 0 && !o.wakeRequested && o.sleep.Allowed() {
 		res := r.triggers.Evaluate(ctx, es)
 		o.triggers = &res
 		triggerEvaluations.WithLabelValues(es.Namespace, es.Name, string(res.State)).Inc()
@@ -211,7 +212,7 @@ func wakeFromZero(es *elastiv1alpha1.ElastiService, wakeRequested bool) bool {
 		return false
 	}
 	c := meta.FindStatusCondition(es.Status.Conditions, elastiv1alpha1.ConditionActive)
-	return c != nil && c.Reason == ReasonScaledToZero
+	return c != nil && c.Reason == contract.ReasonScaledToZero
 }
 
 // execute carries a plan out in DESIGN.md's order: wake first; the proxy
@@ -256,7 +257,7 @@ func (r *Reconciler) execute(ctx context.Context, es *elastiv1alpha1.ElastiServi
 	switch {
 	case p.startGrace:
 		r.grace[key] = o.now
-	case p.active != ReasonScalingDown:
+	case p.active != contract.ReasonScalingDown:
 		delete(r.grace, key)
 	}
 	r.graceMu.Unlock()

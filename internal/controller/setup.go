@@ -43,8 +43,6 @@ type Deps struct {
 	Scaler      targetScaler
 	Autoscalers autoscalerControl
 	Triggers    triggerEvaluator
-	// PrometheusAddress is the default trigger serverAddress.
-	PrometheusAddress string
 }
 
 // Setup builds the reconciler, registers its indexes and watches with the
@@ -66,7 +64,7 @@ func Setup(ctx context.Context, mgr ctrl.Manager, cfg Config, deps Deps) (*Waker
 		deps.Autoscalers = &scaling.Autoscalers{Reader: live, Writer: mgr.GetClient()}
 	}
 	if deps.Triggers == nil {
-		deps.Triggers = &scaling.Evaluator{Secrets: live, DefaultServerAddress: deps.PrometheusAddress}
+		deps.Triggers = &scaling.Evaluator{Secrets: live}
 	}
 
 	idx := mgr.GetFieldIndexer()
@@ -100,9 +98,19 @@ func Setup(ctx context.Context, mgr ctrl.Manager, cfg Config, deps Deps) (*Waker
 		Watches(&discoveryv1.EndpointSlice{}, handler.EnqueueRequestsFromMapFunc(r.forSlice), builder.WithPredicates(sliceReadinessChanged())).
 		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(r.forResolverPod), builder.WithPredicates(resolverPodChanged())).
 		WatchesRawSource(source.Channel(r.wakes.events, &handler.EnqueueRequestForObject{})).
+		// ElastiServices waiting for a resolver port, when one frees up.
+		WatchesRawSource(source.Channel(r.ports.events, &handler.EnqueueRequestForObject{})).
 		WithOptions(controller.Options{
 			MaxConcurrentReconciles: cfg.MaxConcurrentReconciles,
 			SkipNameValidation:      ptr.To(cfg.SkipNameValidation),
+			// A FIFO work queue, not controller-runtime's default priority
+			// queue. That one enqueues the objects of the informers'
+			// initial list at low priority, and a RequeueAfter keeps the
+			// priority an item had: while serve-mode ElastiServices polling
+			// their triggers keep normal-priority work ready, an
+			// ElastiService listed at start-up is never reconciled (no
+			// finalizer, no port). FIFO serves every key in turn.
+			UsePriorityQueue: ptr.To(false),
 		}).
 		Build(r)
 	if err != nil {

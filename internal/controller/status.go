@@ -11,9 +11,10 @@ import (
 	elastiv1alpha1 "elasti.dev/elasti/api/v1alpha1"
 	"elasti.dev/elasti/internal/contract"
 	"elasti.dev/elasti/internal/scaling"
+	"elasti.dev/elasti/internal/sleepgate"
 )
 
-// Condition reasons beyond the Active ones in modes.go.
+// Condition reasons beyond the Active ones in internal/contract.
 const (
 	ReasonProxying            = "Proxying"
 	ReasonServiceNotFound     = "ServiceNotFound"
@@ -83,33 +84,33 @@ func desiredStatus(es *elastiv1alpha1.ElastiService, o observed, p plan, fx effe
 	case p.mode == elastiv1alpha1.ModeProxy:
 		set(elastiv1alpha1.ConditionReady, metav1.ConditionTrue, ReasonProxying, "the resolvers receive the Service's traffic")
 	default:
-		set(elastiv1alpha1.ConditionReady, metav1.ConditionTrue, ReasonServing, "the Service routes straight to the target")
+		set(elastiv1alpha1.ConditionReady, metav1.ConditionTrue, contract.ReasonServing, "the Service routes straight to the target")
 	}
 
 	// Active: does the target have replicas?
 	switch {
 	case !o.targetFound:
 		set(elastiv1alpha1.ConditionActive, metav1.ConditionUnknown, ReasonTargetNotFound, "the scale target cannot be read")
-	case p.active == ReasonScaledToZero:
-		set(elastiv1alpha1.ConditionActive, metav1.ConditionFalse, ReasonScaledToZero, "the target is at zero replicas; the resolvers hold its traffic")
-	case p.active == ReasonScalingDown:
-		set(elastiv1alpha1.ConditionActive, metav1.ConditionTrue, ReasonScalingDown, "the triggers are idle; the target goes to zero after the grace period")
-	case p.active == ReasonWaking:
-		set(elastiv1alpha1.ConditionActive, metav1.ConditionTrue, ReasonWaking, "the target was woken and has no ready endpoint yet")
+	case p.active == contract.ReasonScaledToZero:
+		set(elastiv1alpha1.ConditionActive, metav1.ConditionFalse, contract.ReasonScaledToZero, "the target is at zero replicas; the resolvers hold its traffic")
+	case p.active == contract.ReasonScalingDown:
+		set(elastiv1alpha1.ConditionActive, metav1.ConditionTrue, contract.ReasonScalingDown, "the triggers are idle; the target goes to zero after the grace period")
+	case p.active == contract.ReasonWaking:
+		set(elastiv1alpha1.ConditionActive, metav1.ConditionTrue, contract.ReasonWaking, "the target was woken and has no ready endpoint yet")
 	default:
-		set(elastiv1alpha1.ConditionActive, metav1.ConditionTrue, ReasonServing, "the target has replicas")
+		set(elastiv1alpha1.ConditionActive, metav1.ConditionTrue, contract.ReasonServing, "the target has replicas")
 	}
 
 	// Idle and TriggersHealthy.
 	switch {
-	case o.sleep.reason == gateNoTriggers:
+	case o.sleep.Reason == sleepgate.ReasonNoTriggers:
 		set(elastiv1alpha1.ConditionIdle, metav1.ConditionFalse, ReasonNoTriggers, "no triggers: the target never sleeps on its own")
 		set(elastiv1alpha1.ConditionTriggersHealthy, metav1.ConditionTrue, ReasonNoTriggers, "no triggers to evaluate")
-	case o.sleep.reason == gateKeepAwake:
+	case o.sleep.Reason == sleepgate.ReasonKeepAwake:
 		set(elastiv1alpha1.ConditionIdle, metav1.ConditionFalse, ReasonKeepAwake,
 			fmt.Sprintf("annotation %s=true keeps the target awake", contract.AnnotationKeepAwake))
-	case o.sleep.reason == gateInvalidWin:
-		set(elastiv1alpha1.ConditionTriggersHealthy, metav1.ConditionFalse, ReasonInvalidEnabledRange, o.sleep.message)
+	case o.sleep.Reason == sleepgate.ReasonInvalidEnabledPeriod:
+		set(elastiv1alpha1.ConditionTriggersHealthy, metav1.ConditionFalse, ReasonInvalidEnabledRange, o.sleep.Message)
 	case o.triggers != nil:
 		switch o.triggers.State {
 		case scaling.StateIdle:

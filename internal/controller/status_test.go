@@ -9,6 +9,7 @@ import (
 
 	elastiv1alpha1 "elasti.dev/elasti/api/v1alpha1"
 	"elasti.dev/elasti/internal/scaling"
+	"elasti.dev/elasti/internal/sleepgate"
 )
 
 // An unchanged world must give an unchanged status, so that polling never
@@ -18,7 +19,7 @@ func TestDesiredStatusIsStable(t *testing.T) {
 	t0 := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
 	o := observed{now: t0, serviceFound: true, targetFound: true, replicas: 1, resolvers: 1,
 		ports:    []elastiv1alpha1.ProxyPort{{Name: "http", Port: 80, ResolverPort: 20000}},
-		sleep:    sleepGate{allowed: true, polls: true, reason: gateOpen},
+		sleep:    sleepgate.Verdict{Reason: sleepgate.ReasonOpen, Polls: true},
 		triggers: &scaling.Result{State: scaling.StateActive, Message: "trigger 0: at or above the threshold 1", Value: 3}}
 	p := decide(o)
 	st := desiredStatus(es, o, p, effects{}, "elasti-system")
@@ -34,13 +35,13 @@ func TestDesiredStatusIsStable(t *testing.T) {
 		t.Fatalf("a poll with the same outcome changed the status:\n%+v\n%+v", es.Status, next)
 	}
 	// Not evaluating (cooldown) keeps the trigger conditions.
-	o.triggers, o.sleep = nil, sleepGate{polls: true, wait: time.Minute, reason: gateCooldown}
+	o.triggers, o.sleep = nil, sleepgate.Verdict{Reason: sleepgate.ReasonInCooldown, Polls: true, Wait: time.Minute}
 	next := desiredStatus(es, o, decide(o), effects{}, "elasti-system")
 	if statusChanged(es.Status, next) {
 		t.Fatal("skipping the evaluation changed the status")
 	}
 	// Unhealthy triggers show a reason.
-	o.sleep = sleepGate{allowed: true, polls: true, reason: gateOpen}
+	o.sleep = sleepgate.Verdict{Reason: sleepgate.ReasonOpen, Polls: true}
 	o.triggers = &scaling.Result{State: scaling.StateUnhealthy, Reason: scaling.ReasonEmptyResult, Message: "empty"}
 	next = desiredStatus(es, o, decide(o), effects{}, "elasti-system")
 	c := meta.FindStatusCondition(next.Conditions, elastiv1alpha1.ConditionTriggersHealthy)

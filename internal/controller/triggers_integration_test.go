@@ -25,7 +25,7 @@ import (
 func TestPrometheusTriggers(t *testing.T) {
 	exp, prom := scalingtest.StartForTest(t, 5)
 
-	op := startOperator(t, operatorOptions{deps: func(d *Deps) { d.PrometheusAddress = prom.URL }})
+	op := startOperator(t, operatorOptions{triggers: &scaling.Evaluator{Secrets: k8s, DefaultServerAddress: prom.URL}})
 	createResolver(t, op.resolverNS, "r1", true, "10.0.0.1")
 	trigger := func(query, threshold string) func(*elastiv1alpha1.ElastiService) {
 		return func(es *elastiv1alpha1.ElastiService) {

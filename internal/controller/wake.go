@@ -105,22 +105,22 @@ type Waker struct {
 	forwarding map[types.NamespacedName]*wakeCall
 }
 
-var _ activation.ServerWaker = (*Waker)(nil)
+var _ activation.Waker = (*Waker)(nil)
 
-// Wake implements activation.ServerWaker.
-func (w *Waker) Wake(ctx context.Context, key types.NamespacedName) (activation.ServerWakeResult, error) {
+// Wake implements activation.Waker.
+func (w *Waker) Wake(ctx context.Context, key types.NamespacedName) (activation.WakeResult, error) {
 	es := &elastiv1alpha1.ElastiService{}
 	if err := w.get(ctx, key, es); err != nil {
 		if apierrors.IsNotFound(err) {
 			activations.WithLabelValues(key.Namespace, key.Name, "not_found").Inc()
-			return activation.ServerWakeResult{}, nil
+			return activation.WakeResult{}, nil
 		}
 		activations.WithLabelValues(key.Namespace, key.Name, "error").Inc()
-		return activation.ServerWakeResult{}, fmt.Errorf("get ElastiService %s: %w", key, err)
+		return activation.WakeResult{}, fmt.Errorf("get ElastiService %s: %w", key, err)
 	}
 	if es.DeletionTimestamp != nil {
 		// Deleting restores the target anyway.
-		return activation.ServerWakeResult{Found: true, Replicas: es.Spec.MinTargetReplicas}, nil
+		return activation.WakeResult{Found: true, Replicas: es.Spec.MinTargetReplicas}, nil
 	}
 	if w.leading() && w.wakes != nil {
 		return w.wakeAsLeader(ctx, key)
@@ -150,31 +150,31 @@ func (w *Waker) leading() bool {
 	}
 }
 
-func (w *Waker) wakeAsLeader(ctx context.Context, key types.NamespacedName) (activation.ServerWakeResult, error) {
+func (w *Waker) wakeAsLeader(ctx context.Context, key types.NamespacedName) (activation.WakeResult, error) {
 	ctx, cancel := context.WithTimeout(ctx, w.timeout())
 	defer cancel()
 	call, err := w.wakes.request(ctx, key)
 	if err != nil {
 		activations.WithLabelValues(key.Namespace, key.Name, "error").Inc()
-		return activation.ServerWakeResult{}, err
+		return activation.WakeResult{}, err
 	}
 	select {
 	case <-call.done:
 		if call.err != nil {
 			activations.WithLabelValues(key.Namespace, key.Name, "error").Inc()
-			return activation.ServerWakeResult{}, call.err
+			return activation.WakeResult{}, call.err
 		}
 		activations.WithLabelValues(key.Namespace, key.Name, "woken").Inc()
-		return activation.ServerWakeResult{Found: true, Replicas: call.replicas}, nil
+		return activation.WakeResult{Found: true, Replicas: call.replicas}, nil
 	case <-ctx.Done():
 		activations.WithLabelValues(key.Namespace, key.Name, "error").Inc()
-		return activation.ServerWakeResult{}, fmt.Errorf("wait for the wake of %s: %w", key, ctx.Err())
+		return activation.WakeResult{}, fmt.Errorf("wait for the wake of %s: %w", key, ctx.Err())
 	}
 }
 
 // forward sets the wake-now annotation; concurrent calls for the same object
 // share one write.
-func (w *Waker) forward(ctx context.Context, es *elastiv1alpha1.ElastiService) (activation.ServerWakeResult, error) {
+func (w *Waker) forward(ctx context.Context, es *elastiv1alpha1.ElastiService) (activation.WakeResult, error) {
 	key := client.ObjectKeyFromObject(es)
 	w.mu.Lock()
 	if w.forwarding == nil {
@@ -197,14 +197,14 @@ func (w *Waker) forward(ctx context.Context, es *elastiv1alpha1.ElastiService) (
 	select {
 	case <-call.done:
 	case <-ctx.Done():
-		return activation.ServerWakeResult{}, ctx.Err()
+		return activation.WakeResult{}, ctx.Err()
 	}
 	if call.err != nil {
 		activations.WithLabelValues(key.Namespace, key.Name, "error").Inc()
-		return activation.ServerWakeResult{}, call.err
+		return activation.WakeResult{}, call.err
 	}
 	activations.WithLabelValues(key.Namespace, key.Name, "forwarded").Inc()
-	return activation.ServerWakeResult{Found: true, Replicas: call.replicas}, nil
+	return activation.WakeResult{Found: true, Replicas: call.replicas}, nil
 }
 
 func (w *Waker) timeout() time.Duration {

@@ -5,7 +5,9 @@
 // RESTMapper, so a Deployment, a StatefulSet, an Argo Rollout and any custom
 // resource with a scale subresource are handled alike. The package also
 // pauses and unpauses KEDA ScaledObjects, reads HPA floors, evaluates
-// Prometheus triggers and the enabledPeriod cron window.
+// triggers and parses the enabledPeriod cron window. Each trigger type has a
+// file of its own (prometheus.go) and one entry in Evaluator.byType, the map
+// from type to evaluation.
 //
 // Nothing here decides; the controller does. Every function takes its inputs
 // explicitly (clients, clock, time) so it can be tested without a cluster.

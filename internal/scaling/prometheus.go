@@ -12,6 +12,19 @@ import (
 	"github.com/prometheus/client_golang/api"
 	promv1 "github.com/prometheus/client_golang/api/prometheus/v1"
 	"github.com/prometheus/common/model"
+
+	elastiv1alpha1 "elasti.dev/elasti/api/v1alpha1"
+)
+
+// Reasons for an unhealthy prometheus trigger, used as condition reasons.
+const (
+	ReasonPrometheusUnreachable = "PrometheusUnreachable"
+	ReasonQueryFailed           = "QueryFailed"
+	ReasonEmptyResult           = "EmptyResult"
+	ReasonMultipleSeries        = "MultipleSeries"
+	ReasonNotANumber            = "NotANumber"
+	ReasonNoServerAddress       = "NoServerAddress"
+	ReasonPrometheusWasDown     = "PrometheusWasDown"
 )
 
 // Errors a Prometheus query can end in. Each maps to a condition reason.
@@ -22,6 +35,60 @@ var (
 	ErrUnsupportedResult = errors.New("the query returned neither an instant vector nor a scalar")
 	ErrPrometheusWasDown = errors.New("prometheus was not up for the whole cooldown period")
 )
+
+// evaluatePrometheus evaluates a prometheus trigger: its query's single
+// value below the threshold is idle. With an uptimeFilter, Prometheus must
+// also have been up for the whole cooldown, or the trigger is unhealthy.
+func (e *Evaluator) evaluatePrometheus(ctx context.Context, es *elastiv1alpha1.ElastiService, t elastiv1alpha1.ScaleTrigger) Result {
+	md := t.Metadata
+	limit, res := threshold(md.Threshold)
+	if res != nil {
+		return *res
+	}
+	q := prometheusQuery{address: md.ServerAddress, query: md.Query, headers: md.Headers}
+	if q.address == "" {
+		q.address = e.DefaultServerAddress
+	}
+	if q.address == "" {
+		return unhealthy(ReasonNoServerAddress, "no metadata.serverAddress and no operator --prometheus-address")
+	}
+	if md.AuthSecretRef != nil {
+		token, res := e.bearer(ctx, es.Namespace, md.AuthSecretRef)
+		if res != nil {
+			return *res
+		}
+		q.bearer = token
+	}
+	rt := e.Transport
+	if rt == nil {
+		rt = http.DefaultTransport
+	}
+	timeout := e.Timeout
+	if timeout <= 0 {
+		timeout = 10 * time.Second
+	}
+	if md.UptimeFilter != "" {
+		up := q
+		up.query = uptimeQuery(md.UptimeFilter, time.Duration(es.Spec.CooldownPeriod)*time.Second)
+		v, err := queryPrometheus(ctx, rt, up, timeout)
+		if err != nil {
+			r := fromQueryError(err)
+			r.Message = "uptime check: " + r.Message
+			return r
+		}
+		if v < 1 {
+			return unhealthy(ReasonPrometheusWasDown, fmt.Sprintf("%v: the up{%s} series dropped below 1", ErrPrometheusWasDown, md.UptimeFilter))
+		}
+	}
+	v, err := queryPrometheus(ctx, rt, q, timeout)
+	if err != nil {
+		return fromQueryError(err)
+	}
+	if v < limit {
+		return Result{State: StateIdle, Message: fmt.Sprintf("below the threshold %s", thresholdText(md.Threshold)), Value: v}
+	}
+	return Result{State: StateActive, Message: fmt.Sprintf("at or above the threshold %s", thresholdText(md.Threshold)), Value: v}
+}
 
 // prometheusQuery is one query to run against one server.
 type prometheusQuery struct {
@@ -105,4 +172,40 @@ func (h *headerRoundTripper) RoundTrip(req *http.Request) (*http.Response, error
 		req.Header.Set("Authorization", "Bearer "+h.bearer)
 	}
 	return h.base.RoundTrip(req)
+}
+
+// fromQueryError maps a query error to a condition reason.
+func fromQueryError(err error) Result {
+	var apiErr *promv1.Error
+	switch {
+	case errors.Is(err, ErrEmptyResult):
+		return unhealthy(ReasonEmptyResult, ErrEmptyResult.Error()+"; end the query with \"or vector(0)\"")
+	case errors.Is(err, ErrMultipleSeries):
+		return unhealthy(ReasonMultipleSeries, ErrMultipleSeries.Error()+"; aggregate it, e.g. with sum()")
+	case errors.Is(err, ErrNotANumber):
+		return unhealthy(ReasonNotANumber, ErrNotANumber.Error())
+	case errors.Is(err, ErrUnsupportedResult):
+		return unhealthy(ReasonQueryFailed, err.Error())
+	case errors.As(err, &apiErr) && apiErr.Type != promv1.ErrClient && apiErr.Type != promv1.ErrServer:
+		// bad_data, execution, timeout, canceled: Prometheus answered but
+		// could not run the query.
+		return unhealthy(ReasonQueryFailed, "Prometheus rejected the query: "+apiErr.Msg)
+	default:
+		return unhealthy(ReasonPrometheusUnreachable, "Prometheus did not answer: "+stableNetError(err))
+	}
+}
+
+// stableNetError strips the parts of a network error that change from one
+// attempt to the next (local ports), so that condition messages stay stable.
+func stableNetError(err error) string {
+	msg := err.Error()
+	for _, marker := range []string{"connection refused", "no such host", "i/o timeout", "context deadline exceeded", "connection reset"} {
+		if strings.Contains(msg, marker) {
+			return marker
+		}
+	}
+	if len(msg) > 200 {
+		msg = msg[:200]
+	}
+	return msg
 }

@@ -2,13 +2,11 @@ package scaling
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net/http"
 	"strings"
 	"time"
 
-	promv1 "github.com/prometheus/client_golang/api/prometheus/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
@@ -31,17 +29,11 @@ const (
 	StateUnhealthy State = "unhealthy"
 )
 
-// Reasons for an unhealthy trigger, used as condition reasons.
+// Reasons for an unhealthy trigger of any type, used as condition reasons.
+// Each trigger type adds its own beside its evaluation.
 const (
-	ReasonPrometheusUnreachable = "PrometheusUnreachable"
-	ReasonQueryFailed           = "QueryFailed"
-	ReasonEmptyResult           = "EmptyResult"
-	ReasonMultipleSeries        = "MultipleSeries"
-	ReasonNotANumber            = "NotANumber"
 	ReasonInvalidThreshold      = "InvalidThreshold"
-	ReasonNoServerAddress       = "NoServerAddress"
 	ReasonAuthSecretUnavailable = "AuthSecretUnavailable"
-	ReasonPrometheusWasDown     = "PrometheusWasDown"
 	ReasonUnsupportedTrigger    = "UnsupportedTrigger"
 )
 
@@ -62,12 +54,26 @@ type Evaluator struct {
 	// Secrets reads the Secrets named by authSecretRef. It should be a live
 	// reader: the operator keeps no Secret cache.
 	Secrets client.Reader
-	// DefaultServerAddress is used when a trigger has no serverAddress.
+	// DefaultServerAddress is used when a prometheus trigger has no
+	// serverAddress.
 	DefaultServerAddress string
 	// Timeout bounds each query.
 	Timeout time.Duration
 	// Transport carries the queries; nil means http.DefaultTransport.
 	Transport http.RoundTripper
+}
+
+// evaluateFunc evaluates one trigger of one type. Evaluate prefixes the
+// message of an unhealthy or active result with the trigger's index.
+type evaluateFunc func(ctx context.Context, es *elastiv1alpha1.ElastiService, t elastiv1alpha1.ScaleTrigger) Result
+
+// byType is the seam for trigger types: each type maps to the function that
+// evaluates one trigger of it, in a file of its own (prometheus.go). A new
+// type is one more entry here and in the CRD's enum of TriggerType.
+func (e *Evaluator) byType() map[elastiv1alpha1.TriggerType]evaluateFunc {
+	return map[elastiv1alpha1.TriggerType]evaluateFunc{
+		elastiv1alpha1.TriggerTypePrometheus: e.evaluatePrometheus,
+	}
 }
 
 // Evaluate runs every trigger. One unhealthy trigger makes the whole result
@@ -100,61 +106,24 @@ func (e *Evaluator) Evaluate(ctx context.Context, es *elastiv1alpha1.ElastiServi
 
 func (e *Evaluator) evaluateOne(ctx context.Context, es *elastiv1alpha1.ElastiService, i int) Result {
 	t := es.Spec.Triggers[i]
-	if t.Type != elastiv1alpha1.TriggerTypePrometheus {
+	evaluate, ok := e.byType()[t.Type]
+	if !ok {
 		return unhealthy(ReasonUnsupportedTrigger, fmt.Sprintf("trigger type %q is not supported", t.Type))
 	}
-	md := t.Metadata
-	threshold := 0.0
-	if md.Threshold != nil {
-		v, err := md.Threshold.Float64()
-		if err != nil {
-			return unhealthy(ReasonInvalidThreshold, err.Error())
-		}
-		threshold = v
+	return evaluate(ctx, es, t)
+}
+
+// threshold reads a trigger's threshold; a missing one is 0.
+func threshold(t *elastiv1alpha1.Threshold) (float64, *Result) {
+	if t == nil {
+		return 0, nil
 	}
-	q := prometheusQuery{address: md.ServerAddress, query: md.Query, headers: md.Headers}
-	if q.address == "" {
-		q.address = e.DefaultServerAddress
-	}
-	if q.address == "" {
-		return unhealthy(ReasonNoServerAddress, "no metadata.serverAddress and no operator --prometheus-address")
-	}
-	if md.AuthSecretRef != nil {
-		token, res := e.bearer(ctx, es.Namespace, md.AuthSecretRef)
-		if res != nil {
-			return *res
-		}
-		q.bearer = token
-	}
-	rt := e.Transport
-	if rt == nil {
-		rt = http.DefaultTransport
-	}
-	timeout := e.Timeout
-	if timeout <= 0 {
-		timeout = 10 * time.Second
-	}
-	if md.UptimeFilter != "" {
-		up := q
-		up.query = uptimeQuery(md.UptimeFilter, time.Duration(es.Spec.CooldownPeriod)*time.Second)
-		v, err := queryPrometheus(ctx, rt, up, timeout)
-		if err != nil {
-			r := fromQueryError(err)
-			r.Message = "uptime check: " + r.Message
-			return r
-		}
-		if v < 1 {
-			return unhealthy(ReasonPrometheusWasDown, fmt.Sprintf("%v: the up{%s} series dropped below 1", ErrPrometheusWasDown, md.UptimeFilter))
-		}
-	}
-	v, err := queryPrometheus(ctx, rt, q, timeout)
+	v, err := t.Float64()
 	if err != nil {
-		return fromQueryError(err)
+		r := unhealthy(ReasonInvalidThreshold, err.Error())
+		return 0, &r
 	}
-	if v < threshold {
-		return Result{State: StateIdle, Message: fmt.Sprintf("below the threshold %s", thresholdText(md.Threshold)), Value: v}
-	}
-	return Result{State: StateActive, Message: fmt.Sprintf("at or above the threshold %s", thresholdText(md.Threshold)), Value: v}
+	return v, nil
 }
 
 // bearer reads the token from the named Secret key.
@@ -178,42 +147,6 @@ func (e *Evaluator) bearer(ctx context.Context, namespace string, ref *elastiv1a
 		return "", &r
 	}
 	return strings.TrimSpace(string(v)), nil
-}
-
-// fromQueryError maps a query error to a condition reason.
-func fromQueryError(err error) Result {
-	var apiErr *promv1.Error
-	switch {
-	case errors.Is(err, ErrEmptyResult):
-		return unhealthy(ReasonEmptyResult, ErrEmptyResult.Error()+"; end the query with \"or vector(0)\"")
-	case errors.Is(err, ErrMultipleSeries):
-		return unhealthy(ReasonMultipleSeries, ErrMultipleSeries.Error()+"; aggregate it, e.g. with sum()")
-	case errors.Is(err, ErrNotANumber):
-		return unhealthy(ReasonNotANumber, ErrNotANumber.Error())
-	case errors.Is(err, ErrUnsupportedResult):
-		return unhealthy(ReasonQueryFailed, err.Error())
-	case errors.As(err, &apiErr) && apiErr.Type != promv1.ErrClient && apiErr.Type != promv1.ErrServer:
-		// bad_data, execution, timeout, canceled: Prometheus answered but
-		// could not run the query.
-		return unhealthy(ReasonQueryFailed, "Prometheus rejected the query: "+apiErr.Msg)
-	default:
-		return unhealthy(ReasonPrometheusUnreachable, "Prometheus did not answer: "+stableNetError(err))
-	}
-}
-
-// stableNetError strips the parts of a network error that change from one
-// attempt to the next (local ports), so that condition messages stay stable.
-func stableNetError(err error) string {
-	msg := err.Error()
-	for _, marker := range []string{"connection refused", "no such host", "i/o timeout", "context deadline exceeded", "connection reset"} {
-		if strings.Contains(msg, marker) {
-			return marker
-		}
-	}
-	if len(msg) > 200 {
-		msg = msg[:200]
-	}
-	return msg
 }
 
 func thresholdText(t *elastiv1alpha1.Threshold) string {

@@ -151,6 +151,11 @@ func TestEvaluator(t *testing.T) {
 	if r := (&Evaluator{}).Evaluate(context.Background(), es(elastiv1alpha1.TriggerMetadata{Query: "low"})); r.Reason != ReasonNoServerAddress {
 		t.Errorf("no address: %+v", r)
 	}
+	unknown := es(elastiv1alpha1.TriggerMetadata{Query: "low", Threshold: th("1")}, elastiv1alpha1.TriggerMetadata{Query: "low", Threshold: th("1")})
+	unknown.Spec.Triggers[1].Type = "cron"
+	if r := ev.Evaluate(context.Background(), unknown); r.Reason != ReasonUnsupportedTrigger || r.Message != `trigger 1: trigger type "cron" is not supported` {
+		t.Errorf("unsupported type: %+v", r)
+	}
 }
 
 func TestEvaluatorHeadersAndBearer(t *testing.T) {

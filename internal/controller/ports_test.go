@@ -1,0 +1,219 @@
+package controller
+
+import (
+	"context"
+	"errors"
+	"sort"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	elastiv1alpha1 "elasti.dev/elasti/api/v1alpha1"
+)
+
+// fakeCache stands in for the ElastiService cache the allocator reads: who
+// records which resolver port in its status. Tests change it by hand, so
+// they decide exactly how far it lags behind the allocator.
+type fakeCache map[int32][]elastiv1alpha1.ElastiService
+
+func (c fakeCache) holders(_ context.Context, p int32) ([]elastiv1alpha1.ElastiService, error) {
+	return c[p], nil
+}
+
+// record writes es's status as the cache would show it.
+func (c fakeCache) record(es *elastiv1alpha1.ElastiService, ports []elastiv1alpha1.ProxyPort) {
+	c.forget(keyOf(es))
+	es.Status.ProxyPorts = ports
+	for _, p := range ports {
+		c[p.ResolverPort] = append(c[p.ResolverPort], *es.DeepCopy())
+	}
+}
+
+// forget drops key from the cache, as a deletion does.
+func (c fakeCache) forget(key types.NamespacedName) {
+	for p, list := range c {
+		var keep []elastiv1alpha1.ElastiService
+		for _, o := range list {
+			if o.Namespace != key.Namespace || o.Name != key.Name {
+				keep = append(keep, o)
+			}
+		}
+		c[p] = keep
+	}
+}
+
+func keyOf(es *elastiv1alpha1.ElastiService) types.NamespacedName {
+	return types.NamespacedName{Namespace: es.Namespace, Name: es.Name}
+}
+
+func portsES(name string, created time.Time) *elastiv1alpha1.ElastiService {
+	return &elastiv1alpha1.ElastiService{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name, CreationTimestamp: metav1.NewTime(created)}}
+}
+
+func portsSvc(names ...string) *corev1.Service {
+	s := &corev1.Service{}
+	for i, n := range names {
+		s.Spec.Ports = append(s.Spec.Ports, corev1.ServicePort{Name: n, Port: int32(80 + i)})
+	}
+	return s
+}
+
+// woken drains the allocator's events and returns the names it enqueued.
+func woken(a *portAllocator) []string {
+	var out []string
+	for {
+		select {
+		case e := <-a.events:
+			out = append(out, e.Object.GetNamespace()+"/"+e.Object.GetName())
+		default:
+			sort.Strings(out)
+			return out
+		}
+	}
+}
+
+// allocate allocates es's ports and, on success, records them in the cache
+// as the status write would.
+func allocate(t *testing.T, a *portAllocator, c fakeCache, es *elastiv1alpha1.ElastiService, svc *corev1.Service) ([]int32, error) {
+	t.Helper()
+	got, err := a.Allocate(context.Background(), es, svc)
+	if err != nil {
+		return nil, err
+	}
+	c.record(es, got)
+	var out []int32
+	for _, p := range got {
+		out = append(out, p.ResolverPort)
+	}
+	return out, nil
+}
+
+// TestPortWaiterWokenOnRelease: an ElastiService the range has no room for
+// is enqueued as soon as another one releases its port, and then gets it,
+// with no timer involved. Before the fix nothing told the waiter: it got
+// the port only if a periodic requeue or its own backoff came round.
+func TestPortWaiterWokenOnRelease(t *testing.T) {
+	t0 := time.Unix(100, 0)
+	c := fakeCache{}
+	a := newPortAllocator(20000, 20001, c.holders)
+	es1, es2, es3 := portsES("a", t0), portsES("b", t0.Add(time.Second)), portsES("c", t0.Add(2*time.Second))
+	for _, es := range []*elastiv1alpha1.ElastiService{es1, es2} {
+		if _, err := allocate(t, a, c, es, portsSvc("http")); err != nil {
+			t.Fatalf("allocate %s: %v", es.Name, err)
+		}
+	}
+	if _, err := allocate(t, a, c, es3, portsSvc("http")); !errors.Is(err, ErrPortsExhausted) {
+		t.Fatalf("third allocation: %v, want ErrPortsExhausted", err)
+	}
+	if got := woken(a); len(got) != 0 {
+		t.Fatalf("woken %v before any port was freed", got)
+	}
+
+	// b is deleted: its finalizer released it, the cache still has it.
+	a.Release(keyOf(es2))
+	if diff := cmp.Diff([]string{"ns/c"}, woken(a)); diff != "" {
+		t.Fatalf("woken on release (-want +got)\n%s", diff)
+	}
+	// The reconcile this enqueues still sees b in the cache: c waits on.
+	if _, err := allocate(t, a, c, es3, portsSvc("http")); !errors.Is(err, ErrPortsExhausted) {
+		t.Fatalf("allocation against the stale cache: %v, want ErrPortsExhausted", err)
+	}
+	// The cache drops b; the reconcile of the deleted key releases it again.
+	c.forget(keyOf(es2))
+	a.Release(keyOf(es2))
+	if diff := cmp.Diff([]string{"ns/c"}, woken(a)); diff != "" {
+		t.Fatalf("woken once b left the cache (-want +got)\n%s", diff)
+	}
+	got, err := allocate(t, a, c, es3, portsSvc("http"))
+	if err != nil || cmp.Diff([]int32{20001}, got) != "" {
+		t.Fatalf("c after the release: %v %v, want [20001]", got, err)
+	}
+	// c waits no more.
+	a.Release(keyOf(es1))
+	if got := woken(a); len(got) != 0 {
+		t.Fatalf("woken %v with nobody waiting", got)
+	}
+}
+
+// TestPortWaiterWokenByNewLeader: a new leader has reserved nothing, but a
+// deleted ElastiService's status held a port: its release still wakes the
+// waiters.
+func TestPortWaiterWokenByNewLeader(t *testing.T) {
+	t0 := time.Unix(100, 0)
+	c := fakeCache{}
+	es1, es2, es3 := portsES("a", t0), portsES("b", t0.Add(time.Second)), portsES("c", t0.Add(2*time.Second))
+	c.record(es1, []elastiv1alpha1.ProxyPort{{Name: "http", Port: 80, Protocol: "TCP", ResolverPort: 20000}})
+	c.record(es2, []elastiv1alpha1.ProxyPort{{Name: "http", Port: 80, Protocol: "TCP", ResolverPort: 20001}})
+	a := newPortAllocator(20000, 20001, c.holders)
+	if _, err := allocate(t, a, c, es3, portsSvc("http")); !errors.Is(err, ErrPortsExhausted) {
+		t.Fatalf("allocation: %v, want ErrPortsExhausted", err)
+	}
+	c.forget(keyOf(es1))
+	a.Release(keyOf(es1))
+	if diff := cmp.Diff([]string{"ns/c"}, woken(a)); diff != "" {
+		t.Fatalf("woken (-want +got)\n%s", diff)
+	}
+	if got, err := allocate(t, a, c, es3, portsSvc("http")); err != nil || cmp.Diff([]int32{20000}, got) != "" {
+		t.Fatalf("c: %v %v, want [20000]", got, err)
+	}
+}
+
+// TestPortWaiterWokenWhenPortsShrink: an ElastiService whose Service loses a
+// port frees its resolver port at once, before its status write reaches the
+// cache, and the waiter gets it.
+func TestPortWaiterWokenWhenPortsShrink(t *testing.T) {
+	t0 := time.Unix(100, 0)
+	c := fakeCache{}
+	a := newPortAllocator(20000, 20001, c.holders)
+	es1, es2 := portsES("a", t0), portsES("b", t0.Add(time.Second))
+	if got, err := allocate(t, a, c, es1, portsSvc("http", "grpc")); err != nil || cmp.Diff([]int32{20000, 20001}, got) != "" {
+		t.Fatalf("a: %v %v", got, err)
+	}
+	if _, err := allocate(t, a, c, es2, portsSvc("http")); !errors.Is(err, ErrPortsExhausted) {
+		t.Fatalf("b: %v, want ErrPortsExhausted", err)
+	}
+	// a's Service drops grpc. Allocate directly: the cache keeps a's old
+	// status for now.
+	got, err := a.Allocate(context.Background(), es1, portsSvc("http"))
+	if err != nil || len(got) != 1 || got[0].ResolverPort != 20000 {
+		t.Fatalf("a shrinks: %v %v", got, err)
+	}
+	if diff := cmp.Diff([]string{"ns/b"}, woken(a)); diff != "" {
+		t.Fatalf("woken (-want +got)\n%s", diff)
+	}
+	if got, err := allocate(t, a, c, es2, portsSvc("http")); err != nil || cmp.Diff([]int32{20001}, got) != "" {
+		t.Fatalf("b: %v %v, want [20001]", got, err)
+	}
+	// Keeping the same ports wakes nobody.
+	if _, err := allocate(t, a, c, es1, portsSvc("http")); err != nil {
+		t.Fatal(err)
+	}
+	if got := woken(a); len(got) != 0 {
+		t.Fatalf("woken %v though no port was freed", got)
+	}
+}
+
+// TestPortWaiterForgottenOnRelease: a waiter that is deleted is not woken.
+func TestPortWaiterForgottenOnRelease(t *testing.T) {
+	c := fakeCache{}
+	a := newPortAllocator(20000, 20000, c.holders)
+	es1, es2 := portsES("a", time.Unix(100, 0)), portsES("b", time.Unix(101, 0))
+	if _, err := allocate(t, a, c, es1, portsSvc("http")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := allocate(t, a, c, es2, portsSvc("http")); !errors.Is(err, ErrPortsExhausted) {
+		t.Fatalf("b: %v, want ErrPortsExhausted", err)
+	}
+	a.Release(keyOf(es2))
+	if got := woken(a); len(got) != 0 {
+		t.Fatalf("woken %v: b itself is gone", got)
+	}
+	a.Release(keyOf(es1))
+	if got := woken(a); len(got) != 0 {
+		t.Fatalf("woken %v with nobody waiting", got)
+	}
+}
