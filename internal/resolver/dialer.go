@@ -39,40 +39,32 @@ type dialer struct {
 	retryMax       time.Duration
 }
 
-// dialPlan travels in the context of an L7 request to the transport's dial
-// function: which Target to reach and until when. The transport detaches
-// dials from request cancellation, so done carries it explicitly.
-type dialPlan struct {
-	target   Target
-	deadline time.Time
-	done     <-chan struct{}
-}
-
-type dialPlanKey struct{}
-
-func withDialPlan(ctx context.Context, p dialPlan) context.Context {
-	return context.WithValue(ctx, dialPlanKey{}, p)
-}
-
-// dialContext is the http.Transport DialContext: it ignores the address,
-// which only names the connection pool, and dials by the plan.
+// dialContext is the http.Transport's DialContext, and the one place where
+// an L7 request's destination is chosen. It is chosen here, not in the
+// request's URL, for two reasons. Nothing a client sends (Host, URI) can
+// then steer the resolver anywhere but a ready endpoint of the Target its
+// port maps to, so the resolver is no open proxy. And the Transport pools
+// connections by URL host, which only names the Service port (portKey):
+// each new connection picks the next ready endpoint, spreading load, and a
+// refused dial moves on to another endpoint inside the Transport, where
+// ReverseProxy would otherwise answer 502 at once.
 func (d *dialer) dialContext(ctx context.Context, _, _ string) (net.Conn, error) {
-	p, ok := ctx.Value(dialPlanKey{}).(dialPlan)
-	if !ok {
+	rt, ok := routeFrom(ctx)
+	if !ok || !rt.released {
 		return nil, errors.New("dial without a target: the resolver only dials ready endpoints of mapped Services")
 	}
-	ctx, cancel := context.WithDeadline(ctx, p.deadline)
+	ctx, cancel := context.WithDeadline(ctx, rt.deadline)
 	defer cancel()
-	if p.done != nil {
+	if rt.done != nil {
 		go func() {
 			select {
-			case <-p.done:
+			case <-rt.done:
 				cancel()
 			case <-ctx.Done():
 			}
 		}()
 	}
-	return d.dial(ctx, p.target)
+	return d.dial(ctx, rt.target)
 }
 
 // dial connects to one ready endpoint of t before ctx ends.

@@ -7,14 +7,24 @@
 // a local port stands for. A port only ever leads to its own Service: there is
 // no Host-header routing, so the resolver cannot be used as an open proxy.
 //
-// The pieces, one per file:
-//   - PortMap: local port -> Target, fed by the ElastiService informer;
-//   - Endpoints: each Service's ready endpoints from its own EndpointSlices,
-//     with a change signal that wakes held requests;
-//   - HoldQueue: the per-ElastiService bound on held requests;
-//   - waker: one deduplicated, retried activation call per ElastiService;
-//   - dialer: dials a ready endpoint, retrying refused dials;
-//   - listenerSet: the pre-opened listeners and the per-connection dispatch to
-//     L7 (HTTP/1.1, h2c, gRPC, WebSocket) or L4 (TCP splice);
-//   - Resolver: ties them together, serves, drains.
+// A connection's way through, file by file:
+//   - listeners.go: listenerSet pre-opens the port range and runs one accept
+//     loop per port; it hands every connection, with its port, to the
+//     Resolver and decides nothing itself;
+//   - resolver.go: Resolver.handleConn looks the port up in the PortMap
+//     (portmap.go) and dispatches by the Target's Layer (target.go): L7
+//     connections go to the one http.Server through connListener
+//     (connlistener.go), L4 ones to serveTCP, unmapped ones are refused;
+//   - handler.go: the L7 server and its handler chain, built in one place;
+//     context.go: the route each L7 request carries through its context;
+//   - holdqueue.go: holding, shared by both layers: the per-ElastiService
+//     HoldQueue bound and the event-driven wait for a ready endpoint
+//     (Endpoints, endpoints.go), which starts activation (waker.go);
+//   - proxy.go (L7) and tcp.go (L4): forwarding once released, both dialing
+//     through the dialer (dialer.go), which picks a ready endpoint and
+//     retries refused dials.
+//
+// Resolver also owns the lifecycle: Start, Ready, Drain (resolver.go), the
+// admin endpoints (admin.go) and the informers that feed PortMap and
+// Endpoints (informers.go).
 package resolver

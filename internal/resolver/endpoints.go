@@ -201,18 +201,6 @@ func (e *Endpoints) AnyReady(svc types.NamespacedName) bool {
 	return false
 }
 
-// Pick returns one ready address of a Service port, rotating across them.
-func (e *Endpoints) Pick(svc types.NamespacedName, portName string) (string, bool) {
-	e.mu.RLock()
-	defer e.mu.RUnlock()
-	se, ok := e.services[svc]
-	if !ok || len(se.ready[portName]) == 0 {
-		return "", false
-	}
-	addrs := se.ready[portName]
-	return addrs[(se.next.Add(1)-1)%uint64(len(addrs))], true
-}
-
 // Candidates returns the ready addresses of a Service port in the order a
 // dialer should try them: rotated by one more position on every call, so
 // that new connections spread across endpoints.

@@ -143,35 +143,24 @@ func TestEndpointsReady(t *testing.T) {
 	}
 }
 
-func TestEndpointsPickRotates(t *testing.T) {
+func TestEndpointsCandidatesRotate(t *testing.T) {
 	svc := types.NamespacedName{Namespace: "ns", Name: "web"}
 	e := NewEndpoints()
 	e.Update(slice("ns", "web-1", "web", "http", 80, readyEP("10.0.0.1"), readyEP("10.0.0.2"), readyEP("10.0.0.3")))
-	counts := map[string]int{}
-	for range 300 {
-		addr, ok := e.Pick(svc, "http")
-		if !ok {
-			t.Fatal("Pick found nothing")
-		}
-		counts[addr]++
-	}
-	want := map[string]int{"10.0.0.1:80": 100, "10.0.0.2:80": 100, "10.0.0.3:80": 100}
-	if diff := cmp.Diff(want, counts); diff != "" {
-		t.Errorf("picks (-want +got):\n%s", diff)
-	}
 	firsts := map[string]int{}
-	for range 30 {
+	for range 300 {
 		c := e.Candidates(svc, "http")
 		if len(c) != 3 {
 			t.Fatalf("Candidates = %v, want all three", c)
 		}
 		firsts[c[0]]++
 	}
-	if len(firsts) != 3 {
-		t.Errorf("Candidates always starts at the same endpoint: %v", firsts)
+	want := map[string]int{"10.0.0.1:80": 100, "10.0.0.2:80": 100, "10.0.0.3:80": 100}
+	if diff := cmp.Diff(want, firsts); diff != "" {
+		t.Errorf("first candidates (-want +got):\n%s", diff)
 	}
-	if _, ok := e.Pick(svc, "grpc"); ok {
-		t.Error("Pick found an endpoint for a port with none")
+	if c := e.Candidates(svc, "grpc"); len(c) != 0 {
+		t.Errorf("Candidates for a port with no endpoint = %v, want none", c)
 	}
 }
 

@@ -1,20 +1,33 @@
 package resolver
 
 import (
+	"context"
 	"errors"
+	"fmt"
 	"sync"
+	"time"
 
 	"k8s.io/apimachinery/pkg/types"
 )
 
-// ErrQueueFull means an ElastiService already holds its maximum number of
-// requests on this resolver; HTTP answers 503 with Retry-After, TCP closes.
-var ErrQueueFull = errors.New("hold queue full")
+// Errors a held request or connection can end with. HTTP answers each in
+// holdUntilReady; TCP closes.
+var (
+	// ErrQueueFull means an ElastiService already holds its maximum number
+	// of requests on this resolver; HTTP answers 503 with Retry-After.
+	ErrQueueFull = errors.New("hold queue full")
+	// ErrHoldTimeout means no endpoint became ready within the hold
+	// timeout; HTTP answers 504.
+	ErrHoldTimeout = errors.New("hold timeout passed before the target had a ready endpoint")
+	// ErrStopping means the resolver's drain timeout passed while still
+	// holding; HTTP answers 503.
+	ErrStopping = errors.New("resolver is stopping")
+)
 
 // HoldQueue bounds the requests and connections held per ElastiService. Each
 // ElastiService has its own bound, so a burst at one Service never takes
-// slots from another. Waiting itself is event-driven and lives with the
-// caller; HoldQueue only counts, which keeps it cheap on the hot path.
+// slots from another. HoldQueue only counts, which keeps it cheap on the hot
+// path; the event-driven wait is Resolver.hold, below.
 type HoldQueue struct {
 	mu   sync.Mutex
 	held map[types.NamespacedName]int
@@ -54,4 +67,66 @@ func (q *HoldQueue) Held(key types.NamespacedName) int {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	return q.held[key]
+}
+
+// hold returns once t has a ready endpoint, at once if it already has one.
+// Otherwise it takes a slot in t's hold queue, makes sure an activation is
+// under way, and waits for endpoint events until the hold timeout, the
+// caller's cancellation or the resolver's stop. The returned deadline bounds
+// the dial that follows.
+func (r *Resolver) hold(ctx context.Context, t Target) (deadline time.Time, err error) {
+	timeout := t.HoldTimeout
+	if timeout <= 0 {
+		timeout = r.opts.HoldTimeout
+	}
+	start := r.opts.Clock.Now()
+	// The deadline only bounds network dials, which run on the wall clock.
+	deadline = time.Now().Add(timeout)
+	changed := r.endpoints.Changed(t.Service)
+	if len(r.endpoints.Ready(t.Service, t.PortName)) > 0 {
+		return deadline, nil
+	}
+	limit := t.MaxHeld
+	if limit <= 0 {
+		limit = r.opts.MaxHeld
+	}
+	leave, err := r.holds.Enter(t.ElastiService, limit)
+	if err != nil {
+		r.metrics.reject(t.ElastiService, ReasonQueueFull)
+		return deadline, err
+	}
+	defer leave()
+	labels := []string{t.ElastiService.Namespace, t.ElastiService.Name}
+	held := r.metrics.Held.WithLabelValues(labels...)
+	held.Inc()
+	defer held.Dec()
+	defer func() {
+		r.metrics.HoldDuration.WithLabelValues(labels...).Observe(r.opts.Clock.Since(start).Seconds())
+	}()
+	r.waker.ensure(r.stopCtx, t)
+
+	timer := r.opts.Clock.NewTimer(timeout)
+	defer timer.Stop()
+	for {
+		select {
+		case <-changed:
+		case <-timer.C():
+			r.metrics.TimedOut.WithLabelValues(labels...).Inc()
+			return deadline, ErrHoldTimeout
+		case <-ctx.Done():
+			return deadline, fmt.Errorf("client went away while held: %w", context.Cause(ctx))
+		case <-r.stopCtx.Done():
+			return deadline, ErrStopping
+		}
+		changed = r.endpoints.Changed(t.Service)
+		if len(r.endpoints.Ready(t.Service, t.PortName)) > 0 {
+			return deadline, nil
+		}
+	}
+}
+
+// wakeNeeded is the waker's condition: requests are held and no endpoint of
+// the Service is ready.
+func (r *Resolver) wakeNeeded(t Target) bool {
+	return r.holds.Held(t.ElastiService) > 0 && !r.endpoints.AnyReady(t.Service)
 }

@@ -115,12 +115,8 @@ func (m *PortMap) notifyLocked() {
 	m.changed = make(chan struct{})
 }
 
-// Get returns the port's Target without waiting.
-func (m *PortMap) Get(port int32) (Target, bool) {
-	t, ok, _ := m.get(port)
-	return t, ok
-}
-
+// get returns the port's Target if exactly one ElastiService claims it, and
+// the channel closed at the next update.
 func (m *PortMap) get(port int32) (Target, bool, <-chan struct{}) {
 	m.mu.RLock()
 	defer m.mu.RUnlock()
@@ -132,7 +128,8 @@ func (m *PortMap) get(port int32) (Target, bool, <-chan struct{}) {
 }
 
 // Lookup returns the port's Target, waiting up to wait for a mapping that has
-// not arrived yet. It wakes on PortMap updates, never by polling.
+// not arrived yet; with wait zero it answers at once. It wakes on PortMap
+// updates, never by polling.
 func (m *PortMap) Lookup(ctx context.Context, port int32, wait time.Duration, after func(time.Duration) <-chan time.Time) (Target, bool) {
 	t, ok, changed := m.get(port)
 	if ok || wait <= 0 {
@@ -151,17 +148,4 @@ func (m *PortMap) Lookup(ctx context.Context, port int32, wait time.Duration, af
 			return t, true
 		}
 	}
-}
-
-// Targets returns every unambiguous mapping; for tests and debugging.
-func (m *PortMap) Targets() map[int32]Target {
-	m.mu.RLock()
-	defer m.mu.RUnlock()
-	out := make(map[int32]Target, len(m.claims))
-	for port, c := range m.claims {
-		if len(c) == 1 {
-			out[port] = c[0]
-		}
-	}
-	return out
 }

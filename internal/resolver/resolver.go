@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"log"
 	"net"
 	"net/http"
@@ -14,14 +13,6 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/types"
-)
-
-// Errors a held request can end with.
-var (
-	// ErrHoldTimeout: no endpoint became ready within the hold timeout.
-	ErrHoldTimeout = errors.New("hold timeout passed before the target had a ready endpoint")
-	// ErrStopping: the resolver's drain timeout passed while still holding.
-	ErrStopping = errors.New("resolver is stopping")
 )
 
 // Resolver is one resolver replica's data plane: the pre-opened ports, the
@@ -39,7 +30,9 @@ type Resolver struct {
 	listeners *listenerSet
 	httpConns *connListener
 	server    *http.Server
-	proxy     http.Handler
+	upstreams upstreams
+	// errorLog takes net/http's own error logs, for the server and proxy.
+	errorLog *log.Logger
 
 	// conns counts accepted connections still being handled, for the drain.
 	connsMu sync.Mutex
@@ -90,7 +83,8 @@ func New(ports *PortMap, endpoints *Endpoints, opts Options) (*Resolver, error) 
 		refresh:        opts.ActivationRefresh,
 		running:        map[types.NamespacedName]bool{},
 	}
-	r.proxy = r.newProxy()
+	r.upstreams = newUpstreams(r.dialer.dialContext)
+	r.errorLog = log.New(logWriter{opts.Log}, "", 0)
 	r.server = r.newServer()
 	return r, nil
 }
@@ -248,76 +242,3 @@ func (r *Resolver) refuseUnmapped(c net.Conn, port int32) {
 	r.opts.Log.V(1).Info("refused connection on unmapped port", "port", port)
 	_ = c.Close()
 }
-
-// hold returns once t has a ready endpoint, at once if it already has one.
-// Otherwise it takes a slot in t's hold queue, makes sure an activation is
-// under way, and waits for endpoint events until the hold timeout, the
-// caller's cancellation or the resolver's stop. The returned deadline bounds
-// the dial that follows.
-func (r *Resolver) hold(ctx context.Context, t Target) (deadline time.Time, err error) {
-	timeout := t.HoldTimeout
-	if timeout <= 0 {
-		timeout = r.opts.HoldTimeout
-	}
-	start := r.opts.Clock.Now()
-	// The deadline only bounds network dials, which run on the wall clock.
-	deadline = time.Now().Add(timeout)
-	changed := r.endpoints.Changed(t.Service)
-	if len(r.endpoints.Ready(t.Service, t.PortName)) > 0 {
-		return deadline, nil
-	}
-	limit := t.MaxHeld
-	if limit <= 0 {
-		limit = r.opts.MaxHeld
-	}
-	leave, err := r.holds.Enter(t.ElastiService, limit)
-	if err != nil {
-		r.metrics.reject(t.ElastiService, ReasonQueueFull)
-		return deadline, err
-	}
-	defer leave()
-	labels := []string{t.ElastiService.Namespace, t.ElastiService.Name}
-	held := r.metrics.Held.WithLabelValues(labels...)
-	held.Inc()
-	defer held.Dec()
-	defer func() {
-		r.metrics.HoldDuration.WithLabelValues(labels...).Observe(r.opts.Clock.Since(start).Seconds())
-	}()
-	r.waker.ensure(r.stopCtx, t)
-
-	timer := r.opts.Clock.NewTimer(timeout)
-	defer timer.Stop()
-	for {
-		select {
-		case <-changed:
-		case <-timer.C():
-			r.metrics.TimedOut.WithLabelValues(labels...).Inc()
-			return deadline, ErrHoldTimeout
-		case <-ctx.Done():
-			return deadline, fmt.Errorf("client went away while held: %w", context.Cause(ctx))
-		case <-r.stopCtx.Done():
-			return deadline, ErrStopping
-		}
-		changed = r.endpoints.Changed(t.Service)
-		if len(r.endpoints.Ready(t.Service, t.PortName)) > 0 {
-			return deadline, nil
-		}
-	}
-}
-
-// wakeNeeded is the waker's condition: requests are held and no endpoint of
-// the Service is ready.
-func (r *Resolver) wakeNeeded(t Target) bool {
-	return r.holds.Held(t.ElastiService) > 0 && !r.endpoints.AnyReady(t.Service)
-}
-
-// logWriter adapts the standard library's error logs to logr at V(1): they
-// are per-connection noise (bad handshakes, resets), not operator news.
-type logWriter struct{ r *Resolver }
-
-func (w logWriter) Write(p []byte) (int, error) {
-	w.r.opts.Log.V(1).Info("http server", "detail", string(p))
-	return len(p), nil
-}
-
-func (r *Resolver) stdLogger() *log.Logger { return log.New(io.Writer(logWriter{r}), "", 0) }

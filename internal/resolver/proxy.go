@@ -1,0 +1,123 @@
+package resolver
+
+import (
+	"context"
+	"errors"
+	"net"
+	"net/http"
+	"net/http/httputil"
+	"time"
+)
+
+// The L7 forwarding path, twin of serveTCP's dial and splice: once the hold
+// has released a request, forward reverse-proxies it to a ready pod of its
+// Target and streams the answer back.
+
+// upstreams are the connection pools to the pods, shared by every request
+// and every Target. Both dial through the dialer (see dialContext for why
+// the destination is chosen there).
+type upstreams struct {
+	h1 *http.Transport
+	h2 *http.Transport
+}
+
+func newUpstreams(dial func(ctx context.Context, network, addr string) (net.Conn, error)) upstreams {
+	var h2only http.Protocols
+	h2only.SetUnencryptedHTTP2(true)
+	return upstreams{
+		h1: &http.Transport{
+			Proxy:                 nil, // never an environment proxy: pods are dialed directly
+			DialContext:           dial,
+			MaxIdleConns:          1024,
+			MaxIdleConnsPerHost:   256,
+			IdleConnTimeout:       90 * time.Second,
+			ExpectContinueTimeout: time.Second,
+			DisableCompression:    true,
+		},
+		h2: &http.Transport{
+			Proxy:              nil,
+			DialContext:        dial,
+			Protocols:          &h2only,
+			IdleConnTimeout:    90 * time.Second,
+			DisableCompression: true,
+		},
+	}
+}
+
+// pick chooses the pool: gRPC and h2c ports, and clients that already speak
+// HTTP/2 cleartext, go upstream over HTTP/2; the rest over HTTP/1.1, which
+// also carries WebSocket upgrades.
+func (u upstreams) pick(t Target, req *http.Request) http.RoundTripper {
+	if t.H2C() || req.ProtoMajor == 2 {
+		return u.h2
+	}
+	return u.h1
+}
+
+// forward is the last handler of the chain. It reads the request's route
+// once and serves the request through a reverse proxy bound to it, so that
+// no step of the proxying has to look the route up again.
+func (r *Resolver) forward(w http.ResponseWriter, req *http.Request) {
+	rt, ok := routeFrom(req.Context())
+	if !ok || !rt.released {
+		r.misrouted(w)
+		return
+	}
+	r.reverseProxy(rt.target, r.upstreams.pick(rt.target, req)).ServeHTTP(w, req)
+}
+
+// reverseProxy forwards to t through transport. It is cheap to build: the
+// pools live in transport, and the proxy itself holds no state.
+func (r *Resolver) reverseProxy(t Target, transport http.RoundTripper) *httputil.ReverseProxy {
+	es := t.ElastiService
+	return &httputil.ReverseProxy{
+		Rewrite: func(pr *httputil.ProxyRequest) {
+			pr.Out.URL.Scheme = "http"
+			pr.Out.URL.Host = t.portKey()
+			// Out.Host stays In.Host: the pod sees the Host the client sent.
+			// The resolver sits transparently in the Service's path, so what
+			// an ingress in front already set is kept and extended.
+			if xff, ok := pr.In.Header["X-Forwarded-For"]; ok {
+				pr.Out.Header["X-Forwarded-For"] = xff
+			}
+			pr.SetXForwarded()
+			for _, k := range []string{"X-Forwarded-Host", "X-Forwarded-Proto"} {
+				if v := pr.In.Header.Get(k); v != "" {
+					pr.Out.Header.Set(k, v)
+				}
+			}
+		},
+		Transport: transport,
+		// Zero, not -1: ReverseProxy already flushes every write at once for
+		// responses of unknown length (chunked, gRPC streams) and for SSE.
+		// A -1 here would also flush the headers of a bodiless response on
+		// a timer racing the handler, which splits a gRPC trailers-only
+		// answer (grpc-status in the only HEADERS frame) into headers and
+		// an empty end of stream that clients reject.
+		FlushInterval: 0,
+		ErrorLog:      r.errorLog,
+		ModifyResponse: func(res *http.Response) error {
+			r.metrics.Forwarded.WithLabelValues(es.Namespace, es.Name).Inc()
+			// The target has a ready endpoint, so the client should reach it
+			// straight through the Service from now on. 101 must keep its
+			// "Connection: Upgrade".
+			if res.StatusCode != http.StatusSwitchingProtocols {
+				res.Header.Set("Connection", "close")
+			}
+			return nil
+		},
+		ErrorHandler: func(w http.ResponseWriter, req *http.Request, err error) {
+			if req.Context().Err() != nil {
+				r.opts.Log.V(1).Info("client went away during forwarding", "elastiservice", es.String())
+				return
+			}
+			r.metrics.reject(es, ReasonDialFailed)
+			r.opts.Log.Error(err, "forwarding failed", "elastiservice", es.String())
+			status := http.StatusBadGateway
+			if errors.Is(err, ErrNoEndpoint) || errors.Is(err, context.DeadlineExceeded) {
+				status = http.StatusGatewayTimeout
+			}
+			http.Error(w, "elasti resolver: "+http.StatusText(status), status)
+		},
+	}
+}
