@@ -4,9 +4,18 @@
 // zero when its triggers have been idle for the cooldown, wakes it on demand,
 // and restores everything when an ElastiService goes away.
 //
-// A reconcile reads the world (observe), computes a plan with the pure
-// function decide, then carries the plan out in DESIGN.md's order. The
-// objects it writes come from pure builders (proxySlices, desiredStatus).
+// A reconcile (reconciler.go) reads the world (observe, observe.go), computes
+// a plan with the pure function decide (modes.go), then carries the plan out
+// in DESIGN.md's order (execute) and records it (writeStatus, status.go).
+// Each concern keeps its writes beside the pure builder they apply: the
+// proxy slices in endpointslices.go (proxySlices, ensureSlices), the status
+// in status.go (desiredStatus, writeStatus), the scale target in scaling.go
+// (wake, sleep, restore, the managed-target annotation, the grace timers),
+// deletion in deletion.go (finalizer, finalize, forget), activation calls in
+// wake.go, resolver ports in ports.go. observe lists the resolver pods once
+// and hands that list to execute, so the proxy slices list the resolvers
+// decide counted.
+//
 // Everything durable lives in the API server, so a new leader re-derives the
 // state; in-memory bookkeeping (grace timers, in-flight port reservations,
 // pending activation calls) only speeds things up and is safe to lose.

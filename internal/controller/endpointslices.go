@@ -1,8 +1,10 @@
 package controller
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"fmt"
 	"net"
 	"sort"
 
@@ -12,6 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	elastiv1alpha1 "elasti.dev/elasti/api/v1alpha1"
 	"elasti.dev/elasti/internal/contract"
@@ -164,6 +167,48 @@ func proxySlices(es *elastiv1alpha1.ElastiService, ports []elastiv1alpha1.ProxyP
 		})
 	}
 	return out
+}
+
+// ensureSlices makes the ElastiService's proxy slices exactly want: creates
+// or updates those in want, deletes every other slice it owns (an old
+// address family, or one left for a previous spec.service).
+func (r *Reconciler) ensureSlices(ctx context.Context, es *elastiv1alpha1.ElastiService, want []*discoveryv1.EndpointSlice) error {
+	have := &discoveryv1.EndpointSliceList{}
+	if err := r.client.List(ctx, have, client.InNamespace(es.Namespace), client.MatchingLabels{
+		contract.LabelManagedBy:     contract.ManagedBy,
+		contract.LabelElastiService: elastiServiceLabelValue(es.Name),
+	}); err != nil {
+		return fmt.Errorf("list proxy EndpointSlices of %s/%s: %w", es.Namespace, es.Name, err)
+	}
+	existing := map[string]*discoveryv1.EndpointSlice{}
+	for i := range have.Items {
+		if ownedBy(&have.Items[i], es.UID) {
+			existing[have.Items[i].Name] = &have.Items[i]
+		}
+	}
+	for _, w := range want {
+		h, ok := existing[w.Name]
+		delete(existing, w.Name)
+		switch {
+		case !ok:
+			// AlreadyExists means the cache lags; the retry compares
+			// and updates.
+			if err := r.client.Create(ctx, w); err != nil {
+				return fmt.Errorf("create proxy EndpointSlice %s/%s: %w", w.Namespace, w.Name, err)
+			}
+		case sliceNeedsUpdate(h, w):
+			w.ResourceVersion = h.ResourceVersion
+			if err := r.client.Update(ctx, w); err != nil {
+				return fmt.Errorf("update proxy EndpointSlice %s/%s: %w", w.Namespace, w.Name, err)
+			}
+		}
+	}
+	for _, s := range existing {
+		if err := r.client.Delete(ctx, s, client.Preconditions{UID: &s.UID}); client.IgnoreNotFound(err) != nil {
+			return fmt.Errorf("delete proxy EndpointSlice %s/%s: %w", s.Namespace, s.Name, err)
+		}
+	}
+	return nil
 }
 
 func ownerRef(es *elastiv1alpha1.ElastiService) metav1.OwnerReference {

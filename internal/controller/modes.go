@@ -69,6 +69,9 @@ type observed struct {
 	graceStartedAt time.Time
 	gracePeriod    time.Duration
 	pollInterval   time.Duration
+	// targetErr says why the target cannot be read. Only the status words
+	// it; decide needs no more than targetFound.
+	targetErr string
 }
 
 // plan is what a reconcile does, in DESIGN.md's order.

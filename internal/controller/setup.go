@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"reflect"
-	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
@@ -89,7 +88,7 @@ func Setup(ctx context.Context, mgr ctrl.Manager, cfg Config, deps Deps) (*Waker
 		cfg:         cfg,
 		ports:       newPortAllocator(cfg.PortRangeStart, cfg.PortRangeEnd, cacheHolders(mgr.GetClient())),
 		wakes:       newWakeRequests(),
-		grace:       map[types.NamespacedName]time.Time{},
+		grace:       newGraceTimers(),
 	}
 	c, err := ctrl.NewControllerManagedBy(mgr).
 		Named("elastiservice").

@@ -1,12 +1,16 @@
 package controller
 
 import (
+	"context"
 	"fmt"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/klog/v2"
+	ctrl "sigs.k8s.io/controller-runtime"
 
 	elastiv1alpha1 "elasti.dev/elasti/api/v1alpha1"
 	"elasti.dev/elasti/internal/contract"
@@ -36,10 +40,9 @@ const (
 
 // effects is what a reconcile actually did, for the status and Events.
 type effects struct {
-	woke      bool
-	slept     bool
-	replicas  int32
-	targetErr string
+	woke     bool
+	slept    bool
+	replicas int32
 }
 
 // desiredStatus builds the status a reconcile should leave behind. It keeps
@@ -77,7 +80,7 @@ func desiredStatus(es *elastiv1alpha1.ElastiService, o observed, p plan, fx effe
 			o.portsErr.Error()+"; widen the operator's and the resolver's --port-range")
 	case !o.targetFound:
 		set(elastiv1alpha1.ConditionReady, metav1.ConditionFalse, ReasonTargetNotFound,
-			fmt.Sprintf("scale target %s %s cannot be scaled: %s", es.Spec.ScaleTargetRef.Kind, es.Spec.ScaleTargetRef.Name, fx.targetErr))
+			fmt.Sprintf("scale target %s %s cannot be scaled: %s", es.Spec.ScaleTargetRef.Kind, es.Spec.ScaleTargetRef.Name, o.targetErr))
 	case len(o.ports) == 0:
 		set(elastiv1alpha1.ConditionReady, metav1.ConditionFalse, ReasonNoServicePorts,
 			fmt.Sprintf("Service %s/%s has no TCP port the resolver could hold", es.Namespace, es.Spec.Service))
@@ -142,6 +145,40 @@ func desiredStatus(es *elastiv1alpha1.ElastiService, o observed, p plan, fx effe
 		set(elastiv1alpha1.ConditionProxyReady, metav1.ConditionTrue, ReasonResolversAvailable, "ready resolvers can take the Service's traffic when the target sleeps")
 	}
 	return st
+}
+
+// writeStatus writes the status when it changed, and emits the Events that
+// describe the change. An unchanged status is not written, so that polling
+// an awake target costs no API write.
+func (r *Reconciler) writeStatus(ctx context.Context, es *elastiv1alpha1.ElastiService, o observed, p plan, fx effects) error {
+	st := desiredStatus(es, o, p, fx, r.cfg.ResolverNamespace)
+	if !statusChanged(es.Status, st) {
+		return nil
+	}
+	if modeOrServe(es.Status.Mode) != st.Mode {
+		r.recorder.Eventf(es, nil, corev1.EventTypeNormal, EventModeChanged, "SwitchMode", "mode %s -> %s", modeOrServe(es.Status.Mode), st.Mode)
+	}
+	if was, now := meta.FindStatusCondition(es.Status.Conditions, elastiv1alpha1.ConditionTriggersHealthy),
+		meta.FindStatusCondition(st.Conditions, elastiv1alpha1.ConditionTriggersHealthy); now != nil && now.Status == "False" &&
+		(was == nil || was.Status != now.Status || was.Reason != now.Reason) {
+		r.recorder.Eventf(es, nil, corev1.EventTypeWarning, EventTriggerUnhealthy, "EvaluateTriggers", "%s: %s", now.Reason, now.Message)
+	}
+	stamp(&st, o.now)
+	es.Status = st
+	if err := r.client.Status().Update(ctx, es); err != nil {
+		return fmt.Errorf("update status of ElastiService %s/%s: %w", es.Namespace, es.Name, err)
+	}
+	ctrl.LoggerFrom(ctx).V(1).Info("status updated", "elastiservice", klog.KObj(es), "mode", st.Mode)
+	return nil
+}
+
+// modeOrServe reads an unset mode (a new ElastiService) as serve, so that
+// the first status write is not reported as a mode change.
+func modeOrServe(m elastiv1alpha1.Mode) elastiv1alpha1.Mode {
+	if m == "" {
+		return elastiv1alpha1.ModeServe
+	}
+	return m
 }
 
 // statusChanged compares two statuses, ignoring lastReconciledTime.

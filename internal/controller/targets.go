@@ -2,7 +2,6 @@ package controller
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"sync"
 
@@ -89,24 +88,4 @@ func (t *targetWatches) cached(ctx context.Context, namespace string, ref elasti
 	obj := &metav1.PartialObjectMetadata{}
 	obj.SetGroupVersionKind(gvk)
 	return t.cache.Get(ctx, client.ObjectKey{Namespace: namespace, Name: ref.Name}, obj) == nil
-}
-
-// encodeTarget is the value of the annotation that remembers which target
-// the operator manages, so that a changed scaleTargetRef can restore the old
-// one.
-func encodeTarget(ref elastiv1alpha1.ScaleTargetRef) string {
-	b, err := json.Marshal(ref)
-	if err != nil {
-		// A struct of three strings always encodes.
-		return ""
-	}
-	return string(b)
-}
-
-func decodeTarget(s string) (elastiv1alpha1.ScaleTargetRef, bool) {
-	var ref elastiv1alpha1.ScaleTargetRef
-	if err := json.Unmarshal([]byte(s), &ref); err != nil || ref.Name == "" || ref.Kind == "" || ref.APIVersion == "" {
-		return ref, false
-	}
-	return ref, true
 }

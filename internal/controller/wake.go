@@ -3,6 +3,7 @@ package controller
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -78,6 +79,32 @@ func (w *wakeRequests) complete(key types.NamespacedName, replicas int32, err er
 		call.replicas, call.err = replicas, err
 		close(call.done)
 	}
+}
+
+// errCannotWake answers activation calls for a target that cannot be read:
+// waiting for it would only run into the wake timeout.
+var errCannotWake = errors.New("the scale target cannot be woken")
+
+// answerWake answers the activation calls waiting on this reconcile, and
+// removes the wake-now annotation: left in place, it would read as a new
+// wake request on every later reconcile and keep the target from sleeping.
+func (r *Reconciler) answerWake(ctx context.Context, es *elastiv1alpha1.ElastiService, o observed, fx effects) error {
+	key := client.ObjectKeyFromObject(es)
+	switch {
+	case fx.woke:
+		r.wakes.complete(key, fx.replicas, nil)
+	case o.wakeRequested && !o.targetFound:
+		r.wakes.complete(key, 0, fmt.Errorf("%w: %s", errCannotWake, o.targetErr))
+	}
+	if _, ok := es.Annotations[contract.AnnotationWakeNow]; !ok {
+		return nil
+	}
+	orig := es.DeepCopy()
+	delete(es.Annotations, contract.AnnotationWakeNow)
+	if err := r.client.Patch(ctx, es, client.MergeFrom(orig)); err != nil {
+		return fmt.Errorf("remove annotation %s from ElastiService %s/%s: %w", contract.AnnotationWakeNow, es.Namespace, es.Name, err)
+	}
+	return nil
 }
 
 // Waker turns authenticated activation calls into wakes. On the elected

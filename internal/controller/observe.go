@@ -1,0 +1,126 @@
+package controller
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/types"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	elastiv1alpha1 "elasti.dev/elasti/api/v1alpha1"
+	"elasti.dev/elasti/internal/contract"
+	"elasti.dev/elasti/internal/scaling"
+	"elasti.dev/elasti/internal/sleepgate"
+)
+
+// triggerEvaluator evaluates an ElastiService's triggers.
+type triggerEvaluator interface {
+	Evaluate(ctx context.Context, es *elastiv1alpha1.ElastiService) scaling.Result
+}
+
+// listed keeps the objects observe listed that the writers need again, so
+// that a reconcile lists each of them once and writes from the same view
+// that decide planned with.
+type listed struct {
+	// resolvers are the ready resolver pods, sorted by name; decide sees
+	// their count (observed.resolvers), execute builds the proxy slices
+	// from them.
+	resolvers []resolverEndpoint
+}
+
+// observe reads everything decide needs, and keeps in listed what the
+// writers reuse.
+func (r *Reconciler) observe(ctx context.Context, es *elastiv1alpha1.ElastiService) (observed, listed, error) {
+	key := client.ObjectKeyFromObject(es)
+	_, wakeNow := es.Annotations[contract.AnnotationWakeNow]
+	o := observed{
+		now:            r.clock.Now(),
+		gracePeriod:    r.cfg.GracePeriod,
+		pollInterval:   r.cfg.PollingInterval,
+		wakeRequested:  wakeNow || r.wakes.isPending(key),
+		keepAwake:      contract.KeepAwake(es.Annotations),
+		graceStartedAt: r.grace.startedAt(key),
+	}
+	var l listed
+
+	svc := &corev1.Service{}
+	switch err := r.client.Get(ctx, types.NamespacedName{Namespace: es.Namespace, Name: es.Spec.Service}, svc); {
+	case err == nil:
+		o.serviceFound = true
+		o.ports, o.portsErr = r.ports.Allocate(ctx, es, svc)
+		if o.portsErr != nil && !errors.Is(o.portsErr, ErrPortsExhausted) {
+			return o, l, o.portsErr
+		}
+	case apierrors.IsNotFound(err):
+	default:
+		return o, l, fmt.Errorf("get Service %s/%s: %w", es.Namespace, es.Spec.Service, err)
+	}
+
+	var replicas int32
+	var err error
+	if !wakeFromZero(es, o.wakeRequested) || !r.targets.cached(ctx, es.Namespace, es.Spec.ScaleTargetRef) {
+		replicas, err = r.scaler.Replicas(ctx, es.Namespace, es.Spec.ScaleTargetRef)
+	}
+	switch {
+	case err == nil:
+		o.targetFound, o.replicas = true, replicas
+		if gvk, gerr := scaling.TargetGVK(es.Spec.ScaleTargetRef); gerr == nil {
+			if werr := r.targets.ensure(gvk); werr != nil {
+				return o, l, werr
+			}
+		}
+	case apierrors.IsNotFound(err) || errors.Is(err, scaling.ErrTargetKindUnknown):
+		o.targetErr = "it does not exist"
+		if errors.Is(err, scaling.ErrTargetKindUnknown) {
+			o.targetErr = fmt.Sprintf("the API server serves no %s in %s", es.Spec.ScaleTargetRef.Kind, es.Spec.ScaleTargetRef.APIVersion)
+		}
+	default:
+		return o, l, err
+	}
+
+	pods := &corev1.PodList{}
+	if err := r.client.List(ctx, pods, client.InNamespace(r.cfg.ResolverNamespace),
+		client.MatchingLabels{contract.LabelComponent: contract.ComponentResolver}); err != nil {
+		return o, l, fmt.Errorf("list resolver pods in %s: %w", r.cfg.ResolverNamespace, err)
+	}
+	l.resolvers = readyResolvers(pods.Items)
+	o.resolvers = len(l.resolvers)
+
+	slices := &discoveryv1.EndpointSliceList{}
+	if err := r.client.List(ctx, slices, client.InNamespace(es.Namespace),
+		client.MatchingLabels{discoveryv1.LabelServiceName: es.Spec.Service}); err != nil {
+		return o, l, fmt.Errorf("list EndpointSlices of Service %s/%s: %w", es.Namespace, es.Spec.Service, err)
+	}
+	o.ownReady = ownSlicesReady(slices.Items)
+
+	o.phase = currentPhase(es.Status, o.replicas)
+	o.sleep = sleepgate.Evaluate(es, o.now)
+	if o.phase == phaseServe && o.targetFound && o.replicas > 0 && !o.wakeRequested && o.sleep.Allowed() {
+		res := r.triggers.Evaluate(ctx, es)
+		o.triggers = &res
+		triggerEvaluations.WithLabelValues(es.Namespace, es.Name, string(res.State)).Inc()
+		ctrl.LoggerFrom(ctx).V(1).Info("triggers evaluated", "state", res.State, "value", res.Value, "reason", res.Reason)
+	}
+	return o, l, nil
+}
+
+// wakeFromZero reports whether a wake is requested for a target this
+// operator put to zero itself. observe then skips the /scale read: the wake's
+// scale-from-zero write is conditional on zero anyway, and skipping the read
+// takes one API round trip off every cold start. A target that turns out to
+// have replicas, or to be gone, is read on that path or by the next
+// reconcile. The caller also requires the target in the metadata cache, so a
+// deleted target takes the read and is reported as missing.
+func wakeFromZero(es *elastiv1alpha1.ElastiService, wakeRequested bool) bool {
+	if !wakeRequested || es.Status.Mode != elastiv1alpha1.ModeProxy {
+		return false
+	}
+	c := meta.FindStatusCondition(es.Status.Conditions, elastiv1alpha1.ConditionActive)
+	return c != nil && c.Reason == contract.ReasonScaledToZero
+}

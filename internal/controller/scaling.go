@@ -1,0 +1,184 @@
+package controller
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	elastiv1alpha1 "elasti.dev/elasti/api/v1alpha1"
+	"elasti.dev/elasti/internal/contract"
+	"elasti.dev/elasti/internal/scaling"
+)
+
+// targetScaler reads and sets a target's replicas through /scale.
+type targetScaler interface {
+	Replicas(ctx context.Context, namespace string, ref elastiv1alpha1.ScaleTargetRef) (int32, error)
+	Scale(ctx context.Context, namespace string, ref elastiv1alpha1.ScaleTargetRef, replicas int32) error
+	// ScaleFromZero scales only a target at zero, atomically, and reports
+	// whether it did.
+	ScaleFromZero(ctx context.Context, namespace string, ref elastiv1alpha1.ScaleTargetRef, replicas int32) (bool, error)
+}
+
+// autoscalerControl pauses KEDA and reads HPA floors.
+type autoscalerControl interface {
+	PauseKEDA(ctx context.Context, namespace, name string) (bool, error)
+	UnpauseKEDA(ctx context.Context, namespace, name string) error
+	HPAMinReplicas(ctx context.Context, namespace, name string) (int32, error)
+}
+
+// wakeTarget unpauses KEDA and, when the target is at zero, scales it to
+// minTargetReplicas (or the HPA's floor if higher). It returns the replica
+// count the target now has, and whether this call scaled it up.
+func (r *Reconciler) wakeTarget(ctx context.Context, es *elastiv1alpha1.ElastiService, current int32) (int32, bool, error) {
+	if a := es.Spec.Autoscaler; a != nil && a.Type == elastiv1alpha1.AutoscalerKEDA {
+		if err := r.autoscalers.UnpauseKEDA(ctx, es.Namespace, a.Name); err != nil {
+			return 0, false, err
+		}
+	}
+	if current > 0 {
+		return current, false, nil
+	}
+	want := max(es.Spec.MinTargetReplicas, 1)
+	if a := es.Spec.Autoscaler; a != nil && a.Type == elastiv1alpha1.AutoscalerHPA {
+		floor, err := r.autoscalers.HPAMinReplicas(ctx, es.Namespace, a.Name)
+		if err != nil {
+			return 0, false, err
+		}
+		want = max(want, floor)
+	}
+	scaled, err := r.scaler.ScaleFromZero(ctx, es.Namespace, es.Spec.ScaleTargetRef, want)
+	if err != nil || scaled {
+		scaleOperations.WithLabelValues(es.Namespace, es.Name, "up", resultLabel(err)).Inc()
+	}
+	if err != nil {
+		return 0, false, err
+	}
+	if !scaled {
+		// Someone else raised the target since it was read (or observe
+		// assumed zero): leave their replica count alone.
+		n, err := r.scaler.Replicas(ctx, es.Namespace, es.Spec.ScaleTargetRef)
+		return n, false, err
+	}
+	return want, true, nil
+}
+
+// sleepTarget pauses KEDA, then scales the target to zero.
+func (r *Reconciler) sleepTarget(ctx context.Context, es *elastiv1alpha1.ElastiService) error {
+	if a := es.Spec.Autoscaler; a != nil && a.Type == elastiv1alpha1.AutoscalerKEDA {
+		found, err := r.autoscalers.PauseKEDA(ctx, es.Namespace, a.Name)
+		if err != nil {
+			return err
+		}
+		if !found {
+			r.recorder.Eventf(es, nil, corev1.EventTypeWarning, EventAutoscalerNotFound, "PauseKEDA", "KEDA ScaledObject %s not found; scaling to zero without pausing it", a.Name)
+		}
+	}
+	err := r.scaler.Scale(ctx, es.Namespace, es.Spec.ScaleTargetRef, 0)
+	scaleOperations.WithLabelValues(es.Namespace, es.Name, "down", resultLabel(err)).Inc()
+	return err
+}
+
+// restoreTarget puts a target Elasti may have put to sleep back to at least
+// minTargetReplicas. A target that no longer exists is fine.
+func (r *Reconciler) restoreTarget(ctx context.Context, es *elastiv1alpha1.ElastiService, ref elastiv1alpha1.ScaleTargetRef) error {
+	n, err := r.scaler.Replicas(ctx, es.Namespace, ref)
+	if apierrors.IsNotFound(err) || errors.Is(err, scaling.ErrTargetKindUnknown) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	want := max(es.Spec.MinTargetReplicas, 1)
+	if n >= want {
+		return nil
+	}
+	err = r.scaler.Scale(ctx, es.Namespace, ref, want)
+	scaleOperations.WithLabelValues(es.Namespace, es.Name, "up", resultLabel(err)).Inc()
+	return err
+}
+
+// syncManagedTarget remembers the target in an annotation and, when
+// spec.scaleTargetRef changed, restores the old target to at least
+// minTargetReplicas. It reports whether the target changed.
+func (r *Reconciler) syncManagedTarget(ctx context.Context, es *elastiv1alpha1.ElastiService) (bool, error) {
+	cur := encodeTarget(es.Spec.ScaleTargetRef)
+	prev, had := es.Annotations[contract.AnnotationScaleTarget]
+	if had && prev == cur {
+		return false, nil
+	}
+	if old, ok := decodeTarget(prev); had && ok {
+		if err := r.restoreTarget(ctx, es, old); err != nil {
+			return false, err
+		}
+		r.recorder.Eventf(es, nil, corev1.EventTypeNormal, EventTargetChanged, "ChangeTarget", "scale target changed from %s %s; restored it", old.Kind, old.Name)
+	}
+	orig := es.DeepCopy()
+	if es.Annotations == nil {
+		es.Annotations = map[string]string{}
+	}
+	es.Annotations[contract.AnnotationScaleTarget] = cur
+	if err := r.client.Patch(ctx, es, client.MergeFrom(orig)); err != nil {
+		return false, fmt.Errorf("record the scale target of ElastiService %s/%s: %w", es.Namespace, es.Name, err)
+	}
+	return had, nil
+}
+
+// encodeTarget is the value of the annotation that remembers which target
+// the operator manages, so that a changed scaleTargetRef can restore the old
+// one.
+func encodeTarget(ref elastiv1alpha1.ScaleTargetRef) string {
+	b, err := json.Marshal(ref)
+	if err != nil {
+		// A struct of three strings always encodes.
+		return ""
+	}
+	return string(b)
+}
+
+func decodeTarget(s string) (elastiv1alpha1.ScaleTargetRef, bool) {
+	var ref elastiv1alpha1.ScaleTargetRef
+	if err := json.Unmarshal([]byte(s), &ref); err != nil || ref.Name == "" || ref.Kind == "" || ref.APIVersion == "" {
+		return ref, false
+	}
+	return ref, true
+}
+
+// graceTimers remembers when each ElastiService's grace period before
+// sleeping began. It lives in memory only: a new leader that finds a
+// scale-down in flight has no start time and waits a full grace period of
+// its own (see decide), which errs on the side of a target kept up.
+type graceTimers struct {
+	mu      sync.Mutex
+	started map[types.NamespacedName]time.Time
+}
+
+func newGraceTimers() *graceTimers {
+	return &graceTimers{started: map[types.NamespacedName]time.Time{}}
+}
+
+// startedAt is when key's grace period began; zero when none runs.
+func (g *graceTimers) startedAt(key types.NamespacedName) time.Time {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.started[key]
+}
+
+func (g *graceTimers) start(key types.NamespacedName, now time.Time) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.started[key] = now
+}
+
+func (g *graceTimers) stop(key types.NamespacedName) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	delete(g.started, key)
+}
