@@ -3,7 +3,6 @@ package main
 import (
 	"flag"
 	"fmt"
-	"strconv"
 	"strings"
 	"time"
 
@@ -36,7 +35,8 @@ func parseFlags(fs *flag.FlagSet, args []string, getenv func(string) string, zap
 	if ns == "" {
 		ns = "elasti-system"
 	}
-	var portRange, watchNamespaces, audiences string
+	var watchNamespaces, audiences string
+	portRange := contract.DefaultPortRange()
 	fs.StringVar(&o.metricsAddr, "metrics-bind-address", ":8080", "Address of the Prometheus metrics endpoint; 0 disables it.")
 	fs.StringVar(&o.probeAddr, "health-probe-bind-address", ":8081", "Address of /healthz and /readyz.")
 	fs.StringVar(&o.activationAddr, "activation-bind-address", fmt.Sprintf(":%d", contract.DefaultActivationPort), "Address of the activation server.")
@@ -46,7 +46,7 @@ func parseFlags(fs *flag.FlagSet, args []string, getenv func(string) string, zap
 	fs.StringVar(&o.controller.ResolverNamespace, "resolver-namespace", ns, "Namespace of the resolver pods.")
 	fs.StringVar(&o.resolverServiceAccount, "resolver-service-account", ns+"/elasti-resolver", "namespace/name of the only ServiceAccount allowed to call the activation server.")
 	fs.StringVar(&audiences, "activation-audiences", "", "Comma-separated token audiences the activation server requires; empty accepts the API server's default audience.")
-	fs.StringVar(&portRange, "port-range", fmt.Sprintf("%d-%d", contract.DefaultPortRangeStart, contract.DefaultPortRangeEnd), "Resolver port range START-END; must match the resolver's.")
+	fs.TextVar(&portRange, "port-range", portRange, "Resolver ports START-END to allocate from; the resolver's --port-range must be the same.")
 	fs.DurationVar(&o.controller.GracePeriod, "grace-period", o.controller.GracePeriod, "Time between writing the proxy slice and scaling to zero.")
 	fs.DurationVar(&o.controller.PollingInterval, "polling-interval", o.controller.PollingInterval, "How often an awake target's triggers are evaluated.")
 	fs.StringVar(&o.prometheusAddress, "prometheus-address", getenv("ELASTI_PROMETHEUS_ADDRESS"), "Default Prometheus URL for triggers without serverAddress (env ELASTI_PROMETHEUS_ADDRESS).")
@@ -60,30 +60,13 @@ func parseFlags(fs *flag.FlagSet, args []string, getenv func(string) string, zap
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
-	start, end, err := parsePortRange(portRange)
-	if err != nil {
-		return o, err
-	}
-	o.controller.PortRangeStart, o.controller.PortRangeEnd = start, end
+	o.controller.PortRangeStart, o.controller.PortRangeEnd = portRange.Start, portRange.End
 	o.controller.WatchNamespaces = splitList(watchNamespaces)
 	o.activationAudiences = splitList(audiences)
 	if _, _, ok := strings.Cut(o.resolverServiceAccount, "/"); !ok {
 		return o, fmt.Errorf("--resolver-service-account %q must be namespace/name", o.resolverServiceAccount)
 	}
 	return o, o.controller.Validate()
-}
-
-func parsePortRange(s string) (int32, int32, error) {
-	a, b, ok := strings.Cut(s, "-")
-	if !ok {
-		return 0, 0, fmt.Errorf("--port-range %q must be START-END", s)
-	}
-	start, err1 := strconv.ParseInt(strings.TrimSpace(a), 10, 32)
-	end, err2 := strconv.ParseInt(strings.TrimSpace(b), 10, 32)
-	if err1 != nil || err2 != nil || start < 1 || end > 65535 || start > end {
-		return 0, 0, fmt.Errorf("--port-range %q must be START-END within 1-65535", s)
-	}
-	return int32(start), int32(end), nil
 }
 
 func splitList(s string) []string {

@@ -27,8 +27,8 @@ func parseFlags(fs *flag.FlagSet, args []string, zapOpts *zap.Options) (config, 
 	var c config
 	o := &c.resolver
 	fs.StringVar(&o.ListenAddress, "listen-address", "", "IP address the resolver ports bind to; empty binds all addresses.")
-	fs.IntVar(&o.PortRangeStart, "port-range-start", contract.DefaultPortRangeStart, "First resolver port; must match the operator's --port-range.")
-	fs.IntVar(&o.PortRangeEnd, "port-range-end", contract.DefaultPortRangeEnd, "Last resolver port, inclusive.")
+	portRange := contract.DefaultPortRange()
+	fs.TextVar(&portRange, "port-range", portRange, "Resolver ports START-END to open; the operator's --port-range must be the same.")
 	fs.StringVar(&c.adminAddr, "admin-bind-address", ":8012", "Address of /healthz, /readyz and /metrics.")
 	fs.DurationVar(&o.UnmappedWait, "unmapped-port-wait", resolver.DefaultUnmappedWait, "How long a connection on a port without a mapping waits for one before it is refused.")
 	fs.DurationVar(&o.HoldTimeout, "hold-timeout", resolver.DefaultHoldTimeout, "Default longest hold of a request or connection (ElastiService spec.proxy.holdTimeout overrides).")
@@ -56,9 +56,7 @@ func parseFlags(fs *flag.FlagSet, args []string, zapOpts *zap.Options) (config, 
 	if fs.NArg() > 0 {
 		return c, fmt.Errorf("unexpected arguments: %v", fs.Args())
 	}
-	if o.PortRangeStart < 1 || o.PortRangeEnd > 65535 || o.PortRangeStart > o.PortRangeEnd {
-		return c, fmt.Errorf("--port-range-start %d and --port-range-end %d: want 1 <= start <= end <= 65535", o.PortRangeStart, o.PortRangeEnd)
-	}
+	o.PortRangeStart, o.PortRangeEnd = int(portRange.Start), int(portRange.End)
 	if c.drainPeriod < 0 || c.drainTimeout < 0 {
 		return c, fmt.Errorf("--drain-period and --drain-timeout must not be negative")
 	}

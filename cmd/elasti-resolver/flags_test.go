@@ -37,7 +37,7 @@ func TestParseFlags(t *testing.T) {
 		},
 		{
 			name: "overrides",
-			args: []string{"--port-range-start=30000", "--port-range-end=30009", "--listen-address=127.0.0.1", "--hold-timeout=30s", "--drain-period=1s"},
+			args: []string{"--port-range=30000-30009", "--listen-address=127.0.0.1", "--hold-timeout=30s", "--drain-period=1s"},
 			check: func(c config) map[string]any {
 				return map[string]any{
 					"start": c.resolver.PortRangeStart, "end": c.resolver.PortRangeEnd,
@@ -46,7 +46,9 @@ func TestParseFlags(t *testing.T) {
 			},
 			want: map[string]any{"start": 30000, "end": 30009, "listen": "127.0.0.1", "hold": 30 * time.Second, "drain": time.Second},
 		},
-		{name: "inverted range", args: []string{"--port-range-start=30010", "--port-range-end=30000"}, wantErr: true},
+		{name: "inverted range", args: []string{"--port-range=30010-30000"}, wantErr: true},
+		// One spelling in both binaries: the resolver's old pair is gone.
+		{name: "old range flags", args: []string{"--port-range-start=30000", "--port-range-end=30009"}, wantErr: true},
 		{name: "stray argument", args: []string{"serve"}, wantErr: true},
 		{name: "negative drain", args: []string{"--drain-timeout=-1s"}, wantErr: true},
 	}

@@ -19,19 +19,17 @@ import (
 	"elasti.dev/elasti/internal/testenv"
 )
 
+var k8s client.Client
+
+func TestMain(m *testing.M) {
+	testenv.Main(m, testenv.Options{}, func(e *testenv.Env) { k8s = e.Client })
+}
+
 // TestServerWithTokenReview runs the activation server against a real
 // kube-apiserver: ServiceAccount tokens from the TokenRequest API are
-// verified with TokenReview. (No TestMain: the package's client tests may
-// have their own.)
+// verified with TokenReview.
 func TestServerWithTokenReview(t *testing.T) {
-	env, err := testenv.Start(testenv.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = env.Stop() })
-	t.Log(env.Banner())
 	ctx := context.Background()
-	k8s := env.Client
 	for _, ns := range []string{"elasti-system", "tenant"} {
 		if err := k8s.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
 			t.Fatal(err)

@@ -25,6 +25,7 @@ import (
 
 	elastiv1alpha1 "elasti.dev/elasti/api/v1alpha1"
 	"elasti.dev/elasti/internal/contract"
+	"elasti.dev/elasti/internal/testenv/estest"
 )
 
 // kubeconfigOptions shape the kubeconfig a test writes for the plugin.
@@ -117,21 +118,8 @@ func createDeployment(t *testing.T, ctx context.Context, ns, name string, replic
 
 func createES(t *testing.T, ctx context.Context, ns, name, target string, status elastiv1alpha1.ElastiServiceStatus) {
 	t.Helper()
-	es := &elastiv1alpha1.ElastiService{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
-		Spec: elastiv1alpha1.ElastiServiceSpec{
-			Service:        name,
-			ScaleTargetRef: elastiv1alpha1.ScaleTargetRef{APIVersion: "apps/v1", Kind: "Deployment", Name: target},
-			Triggers: []elastiv1alpha1.ScaleTrigger{{
-				Type: elastiv1alpha1.TriggerTypePrometheus,
-				Metadata: elastiv1alpha1.TriggerMetadata{
-					ServerAddress: "http://prometheus.monitoring:9090",
-					Query:         "sum(rate(http_requests_total[1m])) or vector(0)",
-					Threshold:     threshold("0.5"),
-				},
-			}},
-		},
-	}
+	es := estest.New(ns, name, estest.Deployment(target),
+		estest.Prometheus("http://prometheus.monitoring:9090", "sum(rate(http_requests_total[1m])) or vector(0)", "0.5"))
 	if err := k8s.Create(ctx, es); err != nil {
 		t.Fatalf("create ElastiService %s: %v", name, err)
 	}

@@ -7,6 +7,7 @@ import (
 
 	elastiv1alpha1 "elasti.dev/elasti/api/v1alpha1"
 	"elasti.dev/elasti/internal/contract"
+	"elasti.dev/elasti/internal/testenv/estest"
 )
 
 // testNow is Monday 2 March 2026, 12:00 UTC.
@@ -21,43 +22,24 @@ func cond(typ string, status metav1.ConditionStatus, reason, msg string) metav1.
 	return metav1.Condition{Type: typ, Status: status, Reason: reason, Message: msg, LastTransitionTime: *timeAgo(time.Hour)}
 }
 
-func threshold(s string) *elastiv1alpha1.Threshold {
-	t := elastiv1alpha1.Threshold(s)
-	return &t
-}
-
 // testES is an ElastiService created a day ago, serving, past its cooldown,
 // with one idle prometheus trigger. Edits adjust it.
-func testES(edits ...func(*elastiv1alpha1.ElastiService)) *elastiv1alpha1.ElastiService {
-	es := &elastiv1alpha1.ElastiService{
-		ObjectMeta: metav1.ObjectMeta{Name: "httpbin", Namespace: "demo", CreationTimestamp: *timeAgo(24 * time.Hour), Generation: 1},
-		Spec: elastiv1alpha1.ElastiServiceSpec{
-			Service:           "httpbin",
-			ScaleTargetRef:    elastiv1alpha1.ScaleTargetRef{APIVersion: "apps/v1", Kind: "Deployment", Name: "httpbin"},
-			MinTargetReplicas: 1,
-			CooldownPeriod:    900,
-			Triggers: []elastiv1alpha1.ScaleTrigger{{
-				Type: elastiv1alpha1.TriggerTypePrometheus,
-				Metadata: elastiv1alpha1.TriggerMetadata{
-					ServerAddress: "http://prometheus.monitoring:9090",
-					Query:         `sum(rate(http_requests_total{service="httpbin"}[1m])) or vector(0)`,
-					Threshold:     threshold("0.1"),
-				},
-			}},
+func testES(edits ...estest.Option) *elastiv1alpha1.ElastiService {
+	es := estest.New("demo", "httpbin",
+		estest.Created(timeAgo(24*time.Hour).Time, 1),
+		estest.Prometheus("http://prometheus.monitoring:9090", `sum(rate(http_requests_total{service="httpbin"}[1m])) or vector(0)`, "0.1"))
+	es.Status = elastiv1alpha1.ElastiServiceStatus{
+		Mode:               elastiv1alpha1.ModeServe,
+		ObservedGeneration: 1,
+		LastScaledUpTime:   timeAgo(3 * time.Hour),
+		Conditions: []metav1.Condition{
+			cond(elastiv1alpha1.ConditionReady, metav1.ConditionTrue, contract.ReasonServing, "the Service routes straight to the target"),
+			cond(elastiv1alpha1.ConditionActive, metav1.ConditionTrue, contract.ReasonServing, "the target has replicas"),
+			cond(elastiv1alpha1.ConditionIdle, metav1.ConditionTrue, "AllTriggersIdle", "all 1 triggers report idle"),
+			cond(elastiv1alpha1.ConditionTriggersHealthy, metav1.ConditionTrue, "Evaluated", "every trigger was evaluated"),
+			cond(elastiv1alpha1.ConditionProxyReady, metav1.ConditionTrue, "ResolversAvailable", "ready resolvers can take the Service's traffic when the target sleeps"),
 		},
-		Status: elastiv1alpha1.ElastiServiceStatus{
-			Mode:               elastiv1alpha1.ModeServe,
-			ObservedGeneration: 1,
-			LastScaledUpTime:   timeAgo(3 * time.Hour),
-			Conditions: []metav1.Condition{
-				cond(elastiv1alpha1.ConditionReady, metav1.ConditionTrue, contract.ReasonServing, "the Service routes straight to the target"),
-				cond(elastiv1alpha1.ConditionActive, metav1.ConditionTrue, contract.ReasonServing, "the target has replicas"),
-				cond(elastiv1alpha1.ConditionIdle, metav1.ConditionTrue, "AllTriggersIdle", "all 1 triggers report idle"),
-				cond(elastiv1alpha1.ConditionTriggersHealthy, metav1.ConditionTrue, "Evaluated", "every trigger was evaluated"),
-				cond(elastiv1alpha1.ConditionProxyReady, metav1.ConditionTrue, "ResolversAvailable", "ready resolvers can take the Service's traffic when the target sleeps"),
-			},
-			ProxyPorts: []elastiv1alpha1.ProxyPort{{Name: "http", Port: 80, Protocol: "TCP", ResolverPort: 20013}},
-		},
+		ProxyPorts: []elastiv1alpha1.ProxyPort{{Name: "http", Port: 80, Protocol: "TCP", ResolverPort: 20013}},
 	}
 	for _, e := range edits {
 		e(es)
@@ -74,15 +56,6 @@ func setCond(c metav1.Condition) func(*elastiv1alpha1.ElastiService) {
 			}
 		}
 		es.Status.Conditions = append(es.Status.Conditions, c)
-	}
-}
-
-func annotate(k, v string) func(*elastiv1alpha1.ElastiService) {
-	return func(es *elastiv1alpha1.ElastiService) {
-		if es.Annotations == nil {
-			es.Annotations = map[string]string{}
-		}
-		es.Annotations[k] = v
 	}
 }
 

@@ -3,8 +3,6 @@
 package cli
 
 import (
-	"fmt"
-	"os"
 	"testing"
 
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -18,17 +16,5 @@ var (
 )
 
 func TestMain(m *testing.M) {
-	var err error
-	env, err = testenv.Start(testenv.Options{})
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	fmt.Println(env.Banner())
-	k8s = env.Client
-	code := m.Run()
-	if err := env.Stop(); err != nil {
-		fmt.Fprintln(os.Stderr, "stop control plane:", err)
-	}
-	os.Exit(code)
+	testenv.Main(m, testenv.Options{}, func(e *testenv.Env) { env, k8s = e, e.Client })
 }

@@ -11,6 +11,7 @@ import (
 
 	elastiv1alpha1 "elasti.dev/elasti/api/v1alpha1"
 	"elasti.dev/elasti/internal/contract"
+	"elasti.dev/elasti/internal/testenv/estest"
 )
 
 func TestTriggerResult(t *testing.T) {
@@ -73,7 +74,7 @@ func TestTriggerResult(t *testing.T) {
 }
 
 func TestDescribe(t *testing.T) {
-	es := testES(annotate(contract.AnnotationKeepAwake, "true"), annotate("unrelated.example.com/x", "y"),
+	es := testES(estest.Annotation(contract.AnnotationKeepAwake, "true"), estest.Annotation("unrelated.example.com/x", "y"),
 		func(es *elastiv1alpha1.ElastiService) {
 			es.Spec.Triggers[0].Metadata.UptimeFilter = `container="prometheus"`
 			es.Spec.Triggers = append(es.Spec.Triggers, elastiv1alpha1.ScaleTrigger{

@@ -9,6 +9,7 @@ import (
 
 	elastiv1alpha1 "elasti.dev/elasti/api/v1alpha1"
 	"elasti.dev/elasti/internal/contract"
+	"elasti.dev/elasti/internal/testenv/estest"
 )
 
 func TestScaleDownVerdict(t *testing.T) {
@@ -41,12 +42,12 @@ func TestScaleDownVerdict(t *testing.T) {
 		},
 		{
 			name: "asleep with a wake pending",
-			es:   testES(asleep(time.Hour), annotate(contract.AnnotationWakeNow, "x")),
+			es:   testES(asleep(time.Hour), estest.Annotation(contract.AnnotationWakeNow, "x")),
 			want: "waking: a wake was requested (elasti.dev/wake-now) and the operator is acting on it",
 		},
 		{
 			name: "asleep with keep-awake",
-			es:   testES(asleep(time.Hour), annotate(contract.AnnotationKeepAwake, "true")),
+			es:   testES(asleep(time.Hour), estest.Annotation(contract.AnnotationKeepAwake, "true")),
 			want: "waking: elasti.dev/keep-awake=true makes the operator wake the target",
 		},
 		{
@@ -58,7 +59,7 @@ func TestScaleDownVerdict(t *testing.T) {
 		},
 		{
 			name: "serving with a wake pending",
-			es:   testES(annotate(contract.AnnotationWakeNow, "x")),
+			es:   testES(estest.Annotation(contract.AnnotationWakeNow, "x")),
 			want: "no: a wake request (elasti.dev/wake-now) is waiting for the operator",
 		},
 		{
@@ -68,12 +69,12 @@ func TestScaleDownVerdict(t *testing.T) {
 		},
 		{
 			name: "keep-awake",
-			es:   testES(annotate(contract.AnnotationKeepAwake, "true")),
+			es:   testES(estest.Annotation(contract.AnnotationKeepAwake, "true")),
 			want: "no: elasti.dev/keep-awake=true pins it awake; `kubectl elasti allow-sleep httpbin` lifts it",
 		},
 		{
 			name: "keep-awake with another value is ignored",
-			es:   testES(annotate(contract.AnnotationKeepAwake, "yes")),
+			es:   testES(estest.Annotation(contract.AnnotationKeepAwake, "yes")),
 			want: "yes: every trigger is idle; the operator scales the target to zero at its next evaluation",
 		},
 		{
@@ -89,7 +90,7 @@ func TestScaleDownVerdict(t *testing.T) {
 		},
 		{
 			name: "keep-awake before Ready=False",
-			es: testES(annotate(contract.AnnotationKeepAwake, "true"),
+			es: testES(estest.Annotation(contract.AnnotationKeepAwake, "true"),
 				setCond(cond(elastiv1alpha1.ConditionReady, metav1.ConditionFalse, "ServiceNotFound", "Service demo/httpbin does not exist"))),
 			want: "no: elasti.dev/keep-awake=true pins it awake; `kubectl elasti allow-sleep httpbin` lifts it",
 		},

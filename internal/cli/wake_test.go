@@ -8,6 +8,7 @@ import (
 
 	elastiv1alpha1 "elasti.dev/elasti/api/v1alpha1"
 	"elasti.dev/elasti/internal/contract"
+	"elasti.dev/elasti/internal/testenv/estest"
 )
 
 func TestIsAwake(t *testing.T) {
@@ -45,7 +46,7 @@ func TestWakeProgress(t *testing.T) {
 	}{
 		{
 			name: "operator never acted",
-			es:   testES(asleep(time.Minute), annotate(contract.AnnotationWakeNow, "x")),
+			es:   testES(asleep(time.Minute), estest.Annotation(contract.AnnotationWakeNow, "x")),
 			want: "the operator has not acted on elasti.dev/wake-now yet; is it running?",
 		},
 		{

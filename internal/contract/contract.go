@@ -62,13 +62,6 @@ const (
 // ElastiService goes away.
 const Finalizer = "elasti.dev/finalizer"
 
-// Default resolver port range: the resolver pre-opens it and the operator
-// allocates from it.
-const (
-	DefaultPortRangeStart = 20000
-	DefaultPortRangeEnd   = 20999
-)
-
 // Activation API: the resolver asks the operator to wake a target.
 const (
 	// ActivationPath is the operator's activation endpoint. The request is a

@@ -14,7 +14,8 @@ import (
 type Config struct {
 	// ResolverNamespace is where the resolver pods run.
 	ResolverNamespace string
-	// PortRangeStart and PortRangeEnd bound the resolver ports, inclusive.
+	// PortRangeStart and PortRangeEnd bound the resolver ports, inclusive
+	// (checked by contract.NewPortRange).
 	PortRangeStart, PortRangeEnd int32
 	// GracePeriod is how long the proxy slice is in place before the target
 	// is scaled to zero, so that data planes converge.
@@ -50,11 +51,12 @@ func DefaultConfig() Config {
 
 // Validate reports a configuration that cannot work.
 func (c Config) Validate() error {
+	if _, err := contract.NewPortRange(int(c.PortRangeStart), int(c.PortRangeEnd)); err != nil {
+		return fmt.Errorf("resolver %w", err)
+	}
 	switch {
 	case c.ResolverNamespace == "":
 		return fmt.Errorf("resolver namespace must be set")
-	case c.PortRangeStart < 1 || c.PortRangeEnd > 65535 || c.PortRangeStart > c.PortRangeEnd:
-		return fmt.Errorf("resolver port range %d-%d is not a valid range within 1-65535", c.PortRangeStart, c.PortRangeEnd)
 	case c.GracePeriod < 0:
 		return fmt.Errorf("grace period %s must not be negative", c.GracePeriod)
 	case c.PollingInterval <= 0:

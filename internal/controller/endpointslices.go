@@ -263,7 +263,8 @@ func ownSlicesReady(slices []discoveryv1.EndpointSlice) bool {
 	return false
 }
 
+// endpointReady: an endpoint with an address that contract.EndpointReady
+// accepts.
 func endpointReady(ep discoveryv1.Endpoint) bool {
-	c := ep.Conditions
-	return c.Ready != nil && *c.Ready && (c.Terminating == nil || !*c.Terminating) && len(ep.Addresses) > 0
+	return len(ep.Addresses) > 0 && contract.EndpointReady(ep.Conditions)
 }

@@ -5,8 +5,6 @@ package controller
 import (
 	"context"
 	"fmt"
-	"io"
-	"os"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -23,14 +21,13 @@ import (
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	elastiv1alpha1 "elasti.dev/elasti/api/v1alpha1"
 	"elasti.dev/elasti/internal/contract"
 	"elasti.dev/elasti/internal/scaling"
-	"elasti.dev/elasti/internal/scaling/scalingtest"
 	"elasti.dev/elasti/internal/testenv"
+	"elasti.dev/elasti/internal/testenv/estest"
 )
 
 var (
@@ -39,38 +36,7 @@ var (
 )
 
 func TestMain(m *testing.M) {
-	os.Exit(runMain(m))
-}
-
-func runMain(m *testing.M) int {
-	keda, err := scalingtest.KEDAScaledObjectCRD()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	rollouts, err := scalingtest.RolloutCRD()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	env, err = testenv.Start(testenv.Options{ExtraCRDPaths: []string{keda, rollouts}})
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	defer func() {
-		if err := env.Stop(); err != nil {
-			fmt.Fprintln(os.Stderr, "stop control plane:", err)
-		}
-	}()
-	fmt.Println(env.Banner())
-	k8s = env.Client
-	logOut := io.Discard
-	if os.Getenv("ELASTI_TEST_LOG") != "" {
-		logOut = os.Stderr
-	}
-	ctrl.SetLogger(zap.New(zap.WriteTo(logOut)))
-	return m.Run()
+	testenv.Main(m, testenv.Options{KEDAAndRollouts: true}, func(e *testenv.Env) { env, k8s = e, e.Client })
 }
 
 // fakeTriggers lets a test set what the triggers say.
@@ -258,25 +224,15 @@ func createService(t *testing.T, ns, name string, ports ...corev1.ServicePort) {
 	})
 }
 
-type esOption func(*elastiv1alpha1.ElastiService)
-
-func createES(t *testing.T, ns, name, service, deployment string, opts ...esOption) *elastiv1alpha1.ElastiService {
+// createES creates an ElastiService for service and deployment, with a 1 s
+// cooldown and a Prometheus trigger on a closed port; opts adjust it.
+func createES(t *testing.T, ns, name, service, deployment string, opts ...estest.Option) *elastiv1alpha1.ElastiService {
 	t.Helper()
-	es := &elastiv1alpha1.ElastiService{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
-		Spec: elastiv1alpha1.ElastiServiceSpec{
-			Service:           service,
-			ScaleTargetRef:    elastiv1alpha1.ScaleTargetRef{APIVersion: "apps/v1", Kind: "Deployment", Name: deployment},
-			MinTargetReplicas: 1,
-			CooldownPeriod:    1, // 0 would be omitted and defaulted to 900
-			Triggers: []elastiv1alpha1.ScaleTrigger{{Type: elastiv1alpha1.TriggerTypePrometheus, Metadata: elastiv1alpha1.TriggerMetadata{
-				ServerAddress: "http://127.0.0.1:1", Query: "vector(0)", Threshold: ptr.To(elastiv1alpha1.Threshold("1")),
-			}}},
-		},
-	}
-	for _, o := range opts {
-		o(es)
-	}
+	es := estest.New(ns, name, append([]estest.Option{
+		estest.Service(service), estest.Deployment(deployment),
+		estest.Cooldown(1), // 0 would be omitted and defaulted to 900
+		estest.Prometheus("http://127.0.0.1:1", "vector(0)", "1"),
+	}, opts...)...)
 	mustCreate(t, es)
 	return es
 }

@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/event"
 
 	elastiv1alpha1 "elasti.dev/elasti/api/v1alpha1"
+	"elasti.dev/elasti/internal/contract"
 )
 
 // ErrPortsExhausted means every resolver port in the range is taken.
@@ -35,12 +36,12 @@ func resolverPortsIndex(obj client.Object) []string {
 	return out
 }
 
-// proxiedPorts returns the Service ports the resolver carries: TCP only, since
-// the resolver holds TCP connections and HTTP on top of them.
+// proxiedPorts returns the Service ports the resolver carries, by
+// contract.ResolverCarries.
 func proxiedPorts(svc *corev1.Service) []corev1.ServicePort {
 	var out []corev1.ServicePort
 	for _, p := range svc.Spec.Ports {
-		if p.Protocol == "" || p.Protocol == corev1.ProtocolTCP {
+		if contract.ResolverCarries(p.Protocol) {
 			out = append(out, p)
 		}
 	}

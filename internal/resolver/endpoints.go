@@ -7,9 +7,9 @@ import (
 	"sync"
 	"sync/atomic"
 
-	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
 
 	"elasti.dev/elasti/internal/contract"
 )
@@ -51,17 +51,6 @@ func NewEndpoints() *Endpoints {
 	}
 }
 
-// endpointReady is the resolver's readiness rule: ready must be explicitly
-// true and the endpoint must not be terminating. An absent ready condition
-// counts as not ready, because sending the first request after a wake to a pod
-// that is not listening yet is the failure this proxy exists to avoid.
-func endpointReady(c discoveryv1.EndpointConditions) bool {
-	if c.Ready == nil || !*c.Ready {
-		return false
-	}
-	return c.Terminating == nil || !*c.Terminating
-}
-
 // serviceOf returns the Service a slice belongs to, or false for slices the
 // resolver must not use.
 func serviceOf(s *discoveryv1.EndpointSlice) (types.NamespacedName, bool) {
@@ -81,7 +70,7 @@ func summarize(s *discoveryv1.EndpointSlice) sliceEndpoints {
 		return out
 	}
 	for _, p := range s.Ports {
-		if p.Port == nil || (p.Protocol != nil && *p.Protocol != corev1.ProtocolTCP) {
+		if p.Port == nil || !contract.ResolverCarries(ptr.Deref(p.Protocol, "")) {
 			continue
 		}
 		name := ""
@@ -92,7 +81,7 @@ func summarize(s *discoveryv1.EndpointSlice) sliceEndpoints {
 	}
 	for _, ep := range s.Endpoints {
 		// Addresses are fungible; the first is the one to use.
-		if len(ep.Addresses) == 0 || !endpointReady(ep.Conditions) {
+		if len(ep.Addresses) == 0 || !contract.EndpointReady(ep.Conditions) {
 			continue
 		}
 		if net.ParseIP(ep.Addresses[0]) == nil {

@@ -29,23 +29,13 @@ import (
 	"elasti.dev/elasti/internal/activation"
 	"elasti.dev/elasti/internal/contract"
 	"elasti.dev/elasti/internal/testenv"
+	"elasti.dev/elasti/internal/testenv/estest"
 )
 
 var env *testenv.Env
 
 func TestMain(m *testing.M) {
-	var err error
-	env, err = testenv.Start(testenv.Options{})
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	fmt.Println(env.Banner())
-	code := m.Run()
-	if err := env.Stop(); err != nil {
-		fmt.Fprintln(os.Stderr, "stop control plane:", err)
-	}
-	os.Exit(code)
+	testenv.Main(m, testenv.Options{}, func(e *testenv.Env) { env = e })
 }
 
 // podIP stands for the woken pod in EndpointSlices; the API server refuses
@@ -152,13 +142,7 @@ func TestIntegrationInformersAndActivation(t *testing.T) {
 	h.eventually("the informers have synced", synced)
 
 	// The ElastiService, with its resolver port in status.proxyPorts.
-	es := &elastiv1alpha1.ElastiService{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "web"},
-		Spec: elastiv1alpha1.ElastiServiceSpec{
-			Service:        "websvc",
-			ScaleTargetRef: elastiv1alpha1.ScaleTargetRef{APIVersion: "apps/v1", Kind: "Deployment", Name: "web"},
-		},
-	}
+	es := estest.New(ns, "web", estest.Service("websvc"))
 	if err := k8s.Create(ctx, es); err != nil {
 		t.Fatal(err)
 	}

@@ -19,7 +19,8 @@ import (
 type Options struct {
 	// ListenAddress is the IP the resolver ports bind to; empty means all.
 	ListenAddress string
-	// PortRangeStart and PortRangeEnd bound the pre-opened ports, inclusive.
+	// PortRangeStart and PortRangeEnd bound the pre-opened ports, inclusive
+	// (checked by contract.NewPortRange).
 	PortRangeStart int
 	PortRangeEnd   int
 
@@ -127,8 +128,8 @@ func setDuration(d *time.Duration, def time.Duration) {
 
 func (o *Options) validate() error {
 	var errs []error
-	if o.PortRangeStart < 1 || o.PortRangeEnd > 65535 || o.PortRangeStart > o.PortRangeEnd {
-		errs = append(errs, fmt.Errorf("port range %d-%d: want 1 <= start <= end <= 65535", o.PortRangeStart, o.PortRangeEnd))
+	if _, err := contract.NewPortRange(o.PortRangeStart, o.PortRangeEnd); err != nil {
+		errs = append(errs, err)
 	}
 	if o.ActivationBackoff > o.ActivationMaxBackoff {
 		errs = append(errs, fmt.Errorf("activation backoff %s exceeds its maximum %s", o.ActivationBackoff, o.ActivationMaxBackoff))

@@ -2,13 +2,14 @@ package resolver
 
 import (
 	"context"
-	"strings"
 	"sync"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 
 	elastiv1alpha1 "elasti.dev/elasti/api/v1alpha1"
+	"elasti.dev/elasti/internal/contract"
 )
 
 // PortMap maps local resolver ports to their Targets, from each
@@ -38,7 +39,8 @@ func NewPortMap() *PortMap {
 }
 
 // TargetsOf derives the Targets an ElastiService claims, keyed by resolver
-// port. Only TCP ports are proxied.
+// port: the allocated ones of the ports the resolver carries
+// (contract.ResolverCarries).
 func TargetsOf(es *elastiv1alpha1.ElastiService) map[int32]Target {
 	key := types.NamespacedName{Namespace: es.Namespace, Name: es.Name}
 	var hold time.Duration
@@ -51,7 +53,7 @@ func TargetsOf(es *elastiv1alpha1.ElastiService) map[int32]Target {
 	}
 	out := map[int32]Target{}
 	for _, pp := range es.Status.ProxyPorts {
-		if pp.ResolverPort <= 0 || (pp.Protocol != "" && !strings.EqualFold(pp.Protocol, "TCP")) {
+		if pp.ResolverPort <= 0 || !contract.ResolverCarries(corev1.Protocol(pp.Protocol)) {
 			continue
 		}
 		out[pp.ResolverPort] = Target{

@@ -7,18 +7,18 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
 	elastiv1alpha1 "elasti.dev/elasti/api/v1alpha1"
+	"elasti.dev/elasti/internal/testenv/estest"
 )
 
+// elastiService is the fixture ElastiService for Service svc with proxy
+// settings and status.proxyPorts: all the resolver reads.
 func elastiService(ns, name, svc string, proxy *elastiv1alpha1.ProxySpec, ports ...elastiv1alpha1.ProxyPort) *elastiv1alpha1.ElastiService {
-	return &elastiv1alpha1.ElastiService{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
-		Spec:       elastiv1alpha1.ElastiServiceSpec{Service: svc, Proxy: proxy},
-		Status:     elastiv1alpha1.ElastiServiceStatus{ProxyPorts: ports},
-	}
+	es := estest.New(ns, name, estest.Service(svc), estest.ProxyPorts(ports...))
+	es.Spec.Proxy = proxy
+	return es
 }
 
 func TestTargetsOf(t *testing.T) {

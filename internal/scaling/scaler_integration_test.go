@@ -5,8 +5,6 @@ package scaling_test
 import (
 	"context"
 	"errors"
-	"fmt"
-	"os"
 	"testing"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -23,32 +21,13 @@ import (
 	"elasti.dev/elasti/internal/scaling"
 	"elasti.dev/elasti/internal/scaling/scalingtest"
 	"elasti.dev/elasti/internal/testenv"
+	"elasti.dev/elasti/internal/testenv/estest"
 )
 
 var k8s client.Client
 
-func TestMain(m *testing.M) { os.Exit(run(m)) }
-
-func run(m *testing.M) int {
-	keda, err := scalingtest.KEDAScaledObjectCRD()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	rollouts, err := scalingtest.RolloutCRD()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	env, err := testenv.Start(testenv.Options{ExtraCRDPaths: []string{keda, rollouts}})
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	defer func() { _ = env.Stop() }()
-	fmt.Println(env.Banner())
-	k8s = env.Client
-	return m.Run()
+func TestMain(m *testing.M) {
+	testenv.Main(m, testenv.Options{KEDAAndRollouts: true}, func(e *testenv.Env) { k8s = e.Client })
 }
 
 func namespace(t *testing.T, name string) string {
@@ -215,9 +194,9 @@ func TestPrometheusEvaluatorAgainstRealPrometheus(t *testing.T) {
 	_, prom := scalingtest.StartForTest(t, 2)
 	ev := &scaling.Evaluator{DefaultServerAddress: prom.URL}
 	es := func(query, threshold string) *elastiv1alpha1.ElastiService {
-		return &elastiv1alpha1.ElastiService{Spec: elastiv1alpha1.ElastiServiceSpec{CooldownPeriod: 5, Triggers: []elastiv1alpha1.ScaleTrigger{{
-			Type: elastiv1alpha1.TriggerTypePrometheus, Metadata: elastiv1alpha1.TriggerMetadata{Query: query, Threshold: ptr.To(elastiv1alpha1.Threshold(threshold)), UptimeFilter: `job="prometheus"`},
-		}}}}
+		es := estest.New("", "", estest.Cooldown(5), estest.Prometheus("", query, threshold))
+		es.Spec.Triggers[0].Metadata.UptimeFilter = `job="prometheus"`
+		return es
 	}
 	if r := ev.Evaluate(context.Background(), es("elasti_test_value", "1")); r.State != scaling.StateActive {
 		t.Errorf("value 2 >= 1: %+v", r)

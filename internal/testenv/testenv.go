@@ -40,10 +40,13 @@ type Env struct {
 	env *envtest.Environment
 }
 
-// Options adds CRDs beyond Elasti's own.
+// Options says what to install beyond Elasti's own CRDs and admission
+// policies.
 type Options struct {
-	// ExtraCRDPaths are files or directories of CRD manifests to install too.
-	ExtraCRDPaths []string
+	// KEDAAndRollouts installs KEDA's ScaledObject and Argo Rollouts'
+	// Rollout CRDs, taken from those projects' Go modules at KEDAModule and
+	// RolloutsModule.
+	KEDAAndRollouts bool
 }
 
 // NewScheme returns a scheme with client-go's types, the apiextensions types
@@ -67,10 +70,18 @@ func Start(opts Options) (*Env, error) {
 	if err != nil {
 		return nil, err
 	}
+	crds := []string{filepath.Join(root, "config", "crd", "bases")}
+	if opts.KEDAAndRollouts {
+		more, err := kedaAndRolloutCRDs()
+		if err != nil {
+			return nil, err
+		}
+		crds = append(crds, more...)
+	}
 	s := NewScheme()
 	env := &envtest.Environment{
 		BinaryAssetsDirectory: assets,
-		CRDDirectoryPaths:     append([]string{filepath.Join(root, "config", "crd", "bases")}, opts.ExtraCRDPaths...),
+		CRDDirectoryPaths:     crds,
 		ErrorIfCRDPathMissing: true,
 		Scheme:                s,
 	}

@@ -99,7 +99,7 @@ func TestTemplatesPassOnlyDefinedFlags(t *testing.T) {
 		{"templates/operator-deployment.yaml", "cmd/elasti-operator/flags.go",
 			[]string{"port-range", "resolver-service-account", "resolver-namespace", "leader-elect", "polling-interval", "grace-period"}},
 		{"templates/resolver-deployment.yaml", "cmd/elasti-resolver/flags.go",
-			[]string{"port-range-start", "port-range-end", "operator-url", "admin-bind-address"}},
+			[]string{"port-range", "operator-url", "admin-bind-address"}},
 	} {
 		defined := map[string]bool{}
 		for _, f := range zapFlags {

@@ -14,6 +14,7 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"elasti.dev/elasti/internal/contract"
 	"elasti.dev/elasti/test/cluster"
 )
 
@@ -109,23 +110,33 @@ func (e *Env) Create(t testing.TB, objs ...client.Object) {
 	}
 }
 
-// Scale sets a Deployment's replicas through its /scale subresource.
+// Scale sets a Deployment's replicas through its /scale subresource, and
+// fails the test if it cannot.
 func (e *Env) Scale(t testing.TB, ns, name string, replicas int32) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	scale, err := e.Clientset.AppsV1().Deployments(ns).GetScale(ctx, name, metav1.GetOptions{})
-	if err != nil {
-		t.Fatalf("get scale of %s/%s: %v", ns, name, err)
-	}
-	scale.Spec.Replicas = replicas
-	if _, err := e.Clientset.AppsV1().Deployments(ns).UpdateScale(ctx, name, scale, metav1.UpdateOptions{}); err != nil {
-		t.Fatalf("scale %s/%s to %d: %v", ns, name, replicas, err)
+	if err := e.ScaleTo(ctx, ns, name, replicas); err != nil {
+		t.Fatal(err)
 	}
 }
 
-// ReadyEndpoints counts the ready endpoints in the EndpointSlices of Service
-// ns/name.
+// ScaleTo sets a Deployment's replicas through its /scale subresource, as
+// `kubectl scale` does.
+func (e *Env) ScaleTo(ctx context.Context, ns, name string, replicas int32) error {
+	scale, err := e.Clientset.AppsV1().Deployments(ns).GetScale(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		return fmt.Errorf("get scale of %s/%s: %w", ns, name, err)
+	}
+	scale.Spec.Replicas = replicas
+	if _, err := e.Clientset.AppsV1().Deployments(ns).UpdateScale(ctx, name, scale, metav1.UpdateOptions{}); err != nil {
+		return fmt.Errorf("scale %s/%s to %d: %w", ns, name, replicas, err)
+	}
+	return nil
+}
+
+// ReadyEndpoints counts the ready endpoints (contract.EndpointReady) in the
+// EndpointSlices of Service ns/name.
 func (e *Env) ReadyEndpoints(ctx context.Context, ns, name string) (int, error) {
 	var slices discoveryv1.EndpointSliceList
 	if err := e.Client.List(ctx, &slices, client.InNamespace(ns), client.MatchingLabels{discoveryv1.LabelServiceName: name}); err != nil {
@@ -134,7 +145,7 @@ func (e *Env) ReadyEndpoints(ctx context.Context, ns, name string) (int, error) 
 	n := 0
 	for _, s := range slices.Items {
 		for _, ep := range s.Endpoints {
-			if ep.Conditions.Ready == nil || *ep.Conditions.Ready {
+			if contract.EndpointReady(ep.Conditions) {
 				n++
 			}
 		}

@@ -26,6 +26,7 @@ import (
 
 	elastiv1alpha1 "elasti.dev/elasti/api/v1alpha1"
 	"elasti.dev/elasti/internal/contract"
+	"elasti.dev/elasti/internal/testenv/estest"
 )
 
 // ElastiNamespace is where the operator and the resolvers run.
@@ -77,15 +78,10 @@ func (e *Env) InstallElasti(t testing.TB) {
 // WaitRolledOut waits until each named Deployment has all its replicas
 // updated, ready and available.
 func (e *Env) WaitRolledOut(ctx context.Context, ns string, names ...string) error {
-	return WaitRolledOut(ctx, e.Client, ns, names...)
-}
-
-// WaitRolledOut is Env.WaitRolledOut for any client (the bench has no Env).
-func WaitRolledOut(ctx context.Context, c client.Reader, ns string, names ...string) error {
 	for _, name := range names {
 		err := Poll(ctx, 3*time.Minute, 250*time.Millisecond, func(ctx context.Context) error {
 			var d appsv1.Deployment
-			if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &d); err != nil {
+			if err := e.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &d); err != nil {
 				return err
 			}
 			want := ptr.Deref(d.Spec.Replicas, 1)
@@ -104,26 +100,11 @@ func WaitRolledOut(ctx context.Context, c client.Reader, ns string, names ...str
 
 // ElastiServiceFor returns an ElastiService for Service svc and its
 // Deployment of the same name, with a 5 s cooldown and one Prometheus
-// trigger on the cluster's Prometheus.
-func (e *Env) ElastiServiceFor(ns, svc, query string) *elastiv1alpha1.ElastiService {
-	th := elastiv1alpha1.Threshold(Threshold)
-	return &elastiv1alpha1.ElastiService{
-		ObjectMeta: metav1.ObjectMeta{Name: svc, Namespace: ns},
-		Spec: elastiv1alpha1.ElastiServiceSpec{
-			Service:           svc,
-			ScaleTargetRef:    elastiv1alpha1.ScaleTargetRef{APIVersion: "apps/v1", Kind: "Deployment", Name: svc},
-			MinTargetReplicas: 1,
-			CooldownPeriod:    5,
-			Triggers: []elastiv1alpha1.ScaleTrigger{{
-				Type: elastiv1alpha1.TriggerTypePrometheus,
-				Metadata: elastiv1alpha1.TriggerMetadata{
-					ServerAddress: e.Cluster.PrometheusURL(),
-					Query:         query,
-					Threshold:     &th,
-				},
-			}},
-		},
-	}
+// trigger on the cluster's Prometheus; opts adjust it further.
+func (e *Env) ElastiServiceFor(ns, svc, query string, opts ...estest.Option) *elastiv1alpha1.ElastiService {
+	return estest.New(ns, svc, append([]estest.Option{
+		estest.Cooldown(5), estest.Prometheus(e.Cluster.PrometheusURL(), query, Threshold),
+	}, opts...)...)
 }
 
 // RequestRateQuery is the demo app's request rate in namespace ns, as a
@@ -244,7 +225,7 @@ func (e *Env) kubeProxyConverged(ctx context.Context, ns, svc string) error {
 	ready := map[string]bool{}
 	for _, s := range l.Items {
 		for _, ep := range s.Endpoints {
-			if ep.Conditions.Ready != nil && *ep.Conditions.Ready {
+			if contract.EndpointReady(ep.Conditions) {
 				for _, a := range ep.Addresses {
 					ready[a] = true
 				}
@@ -325,7 +306,7 @@ func (e *Env) Awake(ctx context.Context, ns, name string) error {
 func readyIn(s discoveryv1.EndpointSlice) int {
 	n := 0
 	for _, ep := range s.Endpoints {
-		if ptr.Deref(ep.Conditions.Ready, false) {
+		if contract.EndpointReady(ep.Conditions) {
 			n++
 		}
 	}

@@ -50,13 +50,18 @@ func Get(t testing.TB) *Env {
 }
 
 // NewEnv connects to the cluster cfg describes, for programs outside go test
-// (the demo, the bench).
-func NewEnv(cfg cluster.Config) (*Env, error) {
+// (the demo, the bench). The clients allow 50 requests a second with bursts
+// of 100; tune, when given, adjusts the client configuration before the
+// clients are built (the bench raises those limits).
+func NewEnv(cfg cluster.Config, tune ...func(*rest.Config)) (*Env, error) {
 	rc, err := clientcmd.BuildConfigFromFlags("", cfg.Kubeconfig())
 	if err != nil {
 		return nil, fmt.Errorf("load %s: %w", cfg.Kubeconfig(), err)
 	}
 	rc.QPS, rc.Burst = 50, 100
+	for _, f := range tune {
+		f(rc)
+	}
 	scheme := runtime.NewScheme()
 	utilruntime.Must(clientgoscheme.AddToScheme(scheme))
 	utilruntime.Must(elastiv1alpha1.AddToScheme(scheme))

@@ -152,7 +152,12 @@ pods and the leader-election Lease, in the release namespace).
 {{- toYaml (dict "cluster" $cluster "namespaced" $namespaced "local" $local) -}}
 {{- end -}}
 
-{{/* Fail early on values the binaries would refuse. */}}
+{{/* The resolver port range as both binaries' --port-range takes it: START-END. */}}
+{{- define "elasti.portRange" -}}
+{{- printf "%d-%d" (int .Values.portRange.start) (int .Values.portRange.end) -}}
+{{- end -}}
+
+{{/* Fail early on values the binaries would refuse (the range: as contract.NewPortRange). */}}
 {{- define "elasti.validate" -}}
 {{- $start := int .Values.portRange.start -}}
 {{- $end := int .Values.portRange.end -}}

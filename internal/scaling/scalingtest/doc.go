@@ -1,5 +1,5 @@
-// Package scalingtest holds test support for the operator's packages: real
-// CRD files taken from the Go modules of KEDA and Argo Rollouts, and a real
+// Package scalingtest holds test support for the operator's packages: a real
 // Prometheus server scraping a loopback exporter. It is imported only by
-// tests.
+// tests. (The KEDA and Argo Rollouts CRDs that integration tests install come
+// from internal/testenv.)
 package scalingtest

@@ -1,4 +1,4 @@
-package scalingtest
+package testenv
 
 import (
 	"bytes"
@@ -9,27 +9,31 @@ import (
 	"path/filepath"
 )
 
-// Pinned versions of the modules whose CRDs the tests install. They are not
-// Go dependencies of Elasti: `go mod download` fetches them into the module
-// cache.
+// Pinned versions of the modules whose CRDs Options.KEDAAndRollouts installs.
+// They are not Go dependencies of Elasti: `go mod download` fetches them into
+// the module cache.
 const (
 	KEDAModule     = "github.com/kedacore/keda/v2@v2.17.2"
 	RolloutsModule = "github.com/argoproj/argo-rollouts@v1.8.3"
 )
 
-// KEDAScaledObjectCRD returns the path of KEDA's ScaledObject CRD.
-func KEDAScaledObjectCRD() (string, error) {
-	return ModuleFile(KEDAModule, "config/crd/bases/keda.sh_scaledobjects.yaml")
+// kedaAndRolloutCRDs returns the paths of KEDA's ScaledObject CRD and Argo
+// Rollouts' Rollout CRD.
+func kedaAndRolloutCRDs() ([]string, error) {
+	keda, err := moduleFile(KEDAModule, "config/crd/bases/keda.sh_scaledobjects.yaml")
+	if err != nil {
+		return nil, err
+	}
+	rollouts, err := moduleFile(RolloutsModule, "manifests/crds/rollout-crd.yaml")
+	if err != nil {
+		return nil, err
+	}
+	return []string{keda, rollouts}, nil
 }
 
-// RolloutCRD returns the path of Argo Rollouts' Rollout CRD.
-func RolloutCRD() (string, error) {
-	return ModuleFile(RolloutsModule, "manifests/crds/rollout-crd.yaml")
-}
-
-// ModuleFile downloads module@version into the module cache (a no-op when it
+// moduleFile downloads module@version into the module cache (a no-op when it
 // is there) and returns the path of one of its files.
-func ModuleFile(moduleAtVersion, path string) (string, error) {
+func moduleFile(moduleAtVersion, path string) (string, error) {
 	cmd := exec.Command("go", "mod", "download", "-json", moduleAtVersion)
 	// Outside the main module, so go.mod is never touched.
 	cmd.Dir = os.TempDir()
