@@ -21,7 +21,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	elastiv1alpha1 "elasti.dev/elasti/api/v1alpha1"
+	"elasti.dev/elasti/internal/testenv/estest"
 	"elasti.dev/elasti/test/cluster"
 	"elasti.dev/elasti/test/e2e"
 )
@@ -129,19 +129,7 @@ func run(ctx context.Context) error {
 
 	q := e2e.RequestRateQuery(ns, name)
 	say("Creating the ElastiService: sleep when %s < %s for a 10s cooldown", q, e2e.Threshold)
-	th := elastiv1alpha1.Threshold(e2e.Threshold)
-	es := &elastiv1alpha1.ElastiService{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
-		Spec: elastiv1alpha1.ElastiServiceSpec{
-			Service:           name,
-			ScaleTargetRef:    elastiv1alpha1.ScaleTargetRef{APIVersion: "apps/v1", Kind: "Deployment", Name: name},
-			MinTargetReplicas: 1,
-			CooldownPeriod:    10,
-			Triggers: []elastiv1alpha1.ScaleTrigger{{Type: elastiv1alpha1.TriggerTypePrometheus, Metadata: elastiv1alpha1.TriggerMetadata{
-				ServerAddress: cfg.PrometheusURL(), Query: q, Threshold: &th,
-			}}},
-		},
-	}
+	es := env.ElastiServiceFor(ns, name, q, estest.Cooldown(10))
 	if err := c.Create(ctx, es); err != nil {
 		return err
 	}
