@@ -6,7 +6,7 @@ cd "$(dirname "$0")/.."
 export GOTOOLCHAIN=local GOFLAGS=-buildvcs=false
 step() { printf '\n\033[1m==> %s\033[0m\n' "$*"; }
 
-step "1/4 Kubernetes binaries (the first run compiles etcd and Kubernetes from the Go module proxy: about 12 minutes on 2 CPUs; later runs reuse ~/.cache/elasti)"
+step "1/4 Kubernetes binaries (the first run compiles etcd and Kubernetes from the Go module proxy: about 10 minutes on 2 CPUs; later runs reuse ~/.cache/elasti)"
 ELASTI_K8S_BIN=$(hack/k8s-binaries.sh)
 export ELASTI_K8S_BIN
 step "2/4 Local cluster: etcd, kube-apiserver, controller-manager, scheduler, containerd, kubelet, kube-proxy, CoreDNS, Prometheus (the first run also builds CoreDNS)"

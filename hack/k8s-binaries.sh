@@ -75,7 +75,7 @@ replace (
 	go.etcd.io/etcd/raft/v3 => go.etcd.io/etcd/raft/v3 $ETCD_VERSION
 )
 MOD
-  progress "etcd $ETCD_VERSION" "about 2 minutes" \
+  progress "etcd $ETCD_VERSION" "about a minute" \
     bash -c 'cd "$1" && go mod download go.etcd.io/etcd/server/v3 && go build -mod=mod -trimpath -o "$2/etcd" go.etcd.io/etcd/server/v3' _ "$d" "$OUT"
 }
 
@@ -106,7 +106,7 @@ build_kubernetes() {
   local ldflags="-s -w -X $pkg.gitVersion=$K8S_VERSION -X $pkg.gitMajor=1 -X $pkg.gitMinor=$minor -X $pkg.gitTreeState=clean -X $pkg.buildDate=$date -X $pkg.gitCommit=${commit:-unknown}"
   local pkgs=()
   for b in "${K8S_CMDS[@]}"; do pkgs+=("k8s.io/kubernetes/cmd/$b"); done
-  progress "${K8S_CMDS[*]} $K8S_VERSION" "about 10 minutes" \
+  progress "${K8S_CMDS[*]} $K8S_VERSION" "7 to 12 minutes" \
     bash -c 'cd "$1" && shift && go build -mod=mod -trimpath -ldflags "$1" -o "$2/" "${@:3}"' _ "$d" "$ldflags" "$OUT" "${pkgs[@]}"
 }
 

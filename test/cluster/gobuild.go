@@ -50,7 +50,7 @@ func EnsureCoreDNS(ctx context.Context, cacheDir string, logf func(string, ...an
 			return bin, nil
 		}
 	}
-	logf("building CoreDNS %s (once: about 2 minutes on 2 CPUs; cached afterwards in %s)", CoreDNSVersion, dir)
+	logf("building CoreDNS %s (once: about a minute on 2 CPUs; cached afterwards in %s)", CoreDNSVersion, dir)
 	start := time.Now()
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return "", err
