@@ -39,7 +39,7 @@ func run(m *testing.M, opts Options, use func(*Env)) int {
 		}
 	}()
 	fmt.Println(env.Banner())
-	var logOut io.Writer = io.Discard
+	logOut := io.Discard
 	if os.Getenv(LogEnv) != "" {
 		logOut = os.Stderr
 	}
