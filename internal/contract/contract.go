@@ -1,5 +1,7 @@
 package contract
 
+import "time"
+
 // ManagedBy is the value of the endpointslice.kubernetes.io/managed-by label
 // on the proxy EndpointSlices the operator writes. The resolver ignores slices
 // with this value when it tracks a Service's own endpoints.
@@ -83,3 +85,9 @@ type ActivationResponse struct {
 	// Replicas is the replica count the target was scaled to.
 	Replicas int32 `json:"replicas"`
 }
+
+// DefaultHoldTimeout is the longest a resolver holds a request or connection
+// when neither spec.proxy.holdTimeout nor --hold-timeout says otherwise. The
+// operator waits as long for a target to come back before it removes the
+// proxy of a deleted ElastiService: held requests time out then anyway.
+const DefaultHoldTimeout = 5 * time.Minute

@@ -4,7 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -33,36 +36,132 @@ func (r *Reconciler) ensureFinalizer(ctx context.Context, es *elastiv1alpha1.Ela
 	return nil
 }
 
-// finalize restores the Service and the workload, then lets the
-// ElastiService go.
-func (r *Reconciler) finalize(ctx context.Context, es *elastiv1alpha1.ElastiService) error {
+// finalize restores the workload and then the Service, in the order every
+// proxy → serve switch follows: wake the target (unpause KEDA, scale to at
+// least minTargetReplicas), wait until the Service's own EndpointSlices list
+// a ready endpoint, remove the proxy slices, drop the finalizer. The
+// resolvers keep holding requests while the target starts. The wait is
+// bounded (releaseProxy): past it, or once nothing can become ready, the
+// proxy slices go anyway, with an Event, so that a deletion never hangs.
+// While it waits, it returns when to look again; the Service's slices,
+// the target and the resolver pods are watched, so a ready endpoint ends
+// the wait at once.
+func (r *Reconciler) finalize(ctx context.Context, es *elastiv1alpha1.ElastiService) (ctrl.Result, error) {
 	if !controllerutil.ContainsFinalizer(es, contract.Finalizer) {
-		return nil
+		return ctrl.Result{}, nil
 	}
-	if err := r.ensureSlices(ctx, es, nil); err != nil {
-		return err
-	}
+	log := ctrl.LoggerFrom(ctx)
 	if a := es.Spec.Autoscaler; a != nil && a.Type == elastiv1alpha1.AutoscalerKEDA {
 		if err := r.autoscalers.UnpauseKEDA(ctx, es.Namespace, a.Name); err != nil {
-			return err
+			return ctrl.Result{}, err
 		}
 	}
-	if err := r.restoreTarget(ctx, es, es.Spec.ScaleTargetRef); err != nil {
-		return err
+	replicas, targetFound, err := r.restoreTarget(ctx, es, es.Spec.ScaleTargetRef)
+	if err != nil {
+		return ctrl.Result{}, err
 	}
 	if old, ok := decodeTarget(es.Annotations[contract.AnnotationScaleTarget]); ok && old != es.Spec.ScaleTargetRef {
-		if err := r.restoreTarget(ctx, es, old); err != nil {
-			return err
+		if _, _, err := r.restoreTarget(ctx, es, old); err != nil {
+			return ctrl.Result{}, err
 		}
+	}
+
+	s, err := r.observeRelease(ctx, es, replicas, targetFound)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	wait, why := releaseProxy(s)
+	if wait > 0 {
+		log.Info("waiting for a ready endpoint before removing the proxy slice", "replicas", replicas, "until", s.deadline)
+		return ctrl.Result{RequeueAfter: wait}, nil
+	}
+	if why != "" {
+		log.Info("removing the proxy slice before the target is ready", "cause", why)
+		r.recorder.Eventf(es, nil, corev1.EventTypeWarning, EventRemovedBeforeReady, "Finalize",
+			"removed the proxy EndpointSlice of Service %s before it had a ready endpoint: %s", es.Spec.Service, why)
+	}
+	if err := r.ensureSlices(ctx, es, nil); err != nil {
+		return ctrl.Result{}, err
 	}
 	orig := es.DeepCopy()
 	controllerutil.RemoveFinalizer(es, contract.Finalizer)
 	if err := r.client.Patch(ctx, es, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{})); client.IgnoreNotFound(err) != nil {
-		return fmt.Errorf("remove finalizer from ElastiService %s/%s: %w", es.Namespace, es.Name, err)
+		return ctrl.Result{}, fmt.Errorf("remove finalizer from ElastiService %s/%s: %w", es.Namespace, es.Name, err)
 	}
-	ctrl.LoggerFrom(ctx).Info("ElastiService released: proxy slice removed, target restored")
+	log.Info("ElastiService released: target restored, proxy slice removed")
 	r.forget(client.ObjectKeyFromObject(es))
-	return nil
+	return ctrl.Result{}, nil
+}
+
+// releaseWait is how long after its deletion an ElastiService's proxy slices
+// wait for the target: as long as the resolvers hold a request for it.
+func releaseWait(es *elastiv1alpha1.ElastiService) time.Duration {
+	if p := es.Spec.Proxy; p != nil {
+		if d, err := time.ParseDuration(p.HoldTimeout); err == nil && d > 0 {
+			return d
+		}
+	}
+	return contract.DefaultHoldTimeout
+}
+
+// release is what finalize observed before removing the proxy slices.
+type release struct {
+	now, deadline time.Time
+	// slices: the ElastiService still owns a proxy slice.
+	slices       bool
+	serviceFound bool
+	targetFound  bool
+	replicas     int32
+	resolvers    int
+	ownReady     bool
+}
+
+// observeRelease reads what releaseProxy decides on. Only a proxy slice
+// that still exists needs the rest.
+func (r *Reconciler) observeRelease(ctx context.Context, es *elastiv1alpha1.ElastiService, replicas int32, targetFound bool) (release, error) {
+	s := release{now: r.clock.Now(), deadline: es.DeletionTimestamp.Add(releaseWait(es)), replicas: replicas, targetFound: targetFound}
+	owned, err := r.ownedProxySlices(ctx, es)
+	if err != nil || len(owned) == 0 {
+		return s, err
+	}
+	s.slices = true
+	switch err := r.client.Get(ctx, types.NamespacedName{Namespace: es.Namespace, Name: es.Spec.Service}, &corev1.Service{}); {
+	case err == nil:
+		s.serviceFound = true
+	case !apierrors.IsNotFound(err):
+		return s, fmt.Errorf("get Service %s/%s: %w", es.Namespace, es.Spec.Service, err)
+	}
+	resolvers, err := r.readyResolvers(ctx)
+	if err != nil {
+		return s, err
+	}
+	s.resolvers = len(resolvers)
+	s.ownReady, err = r.serviceHasReadyEndpoint(ctx, es)
+	return s, err
+}
+
+// releaseProxy decides whether a deleted ElastiService's proxy slices may go
+// now. It returns how long to wait for a ready endpoint, or, when they go
+// without one, why: nothing can become ready behind them (the Service or the
+// target is gone), nothing holds traffic (no ready resolver), or the wait is
+// over.
+func releaseProxy(s release) (wait time.Duration, failOpen string) {
+	switch {
+	case !s.slices, s.ownReady && s.replicas > 0:
+		// A target at zero owns no ready endpoint: one still listed
+		// belongs to a pod on its way out (see decide).
+		return 0, ""
+	case !s.serviceFound:
+		return 0, "the Service no longer exists"
+	case !s.targetFound:
+		return 0, "the scale target no longer exists"
+	case s.resolvers == 0:
+		return 0, "no resolver is ready to hold its traffic"
+	}
+	if rest := s.deadline.Sub(s.now); rest > 0 {
+		return rest, ""
+	}
+	return 0, "no ready endpoint by the deadline (spec.proxy.holdTimeout after the deletion, 5m by default)"
 }
 
 // forget drops in-memory state of an ElastiService that is gone: its

@@ -173,18 +173,9 @@ func proxySlices(es *elastiv1alpha1.ElastiService, ports []elastiv1alpha1.ProxyP
 // or updates those in want, deletes every other slice it owns (an old
 // address family, or one left for a previous spec.service).
 func (r *Reconciler) ensureSlices(ctx context.Context, es *elastiv1alpha1.ElastiService, want []*discoveryv1.EndpointSlice) error {
-	have := &discoveryv1.EndpointSliceList{}
-	if err := r.client.List(ctx, have, client.InNamespace(es.Namespace), client.MatchingLabels{
-		contract.LabelManagedBy:     contract.ManagedBy,
-		contract.LabelElastiService: elastiServiceLabelValue(es.Name),
-	}); err != nil {
-		return fmt.Errorf("list proxy EndpointSlices of %s/%s: %w", es.Namespace, es.Name, err)
-	}
-	existing := map[string]*discoveryv1.EndpointSlice{}
-	for i := range have.Items {
-		if ownedBy(&have.Items[i], es.UID) {
-			existing[have.Items[i].Name] = &have.Items[i]
-		}
+	existing, err := r.ownedProxySlices(ctx, es)
+	if err != nil {
+		return err
 	}
 	for _, w := range want {
 		h, ok := existing[w.Name]
@@ -209,6 +200,24 @@ func (r *Reconciler) ensureSlices(ctx context.Context, es *elastiv1alpha1.Elasti
 		}
 	}
 	return nil
+}
+
+// ownedProxySlices returns the proxy slices the ElastiService owns, by name.
+func (r *Reconciler) ownedProxySlices(ctx context.Context, es *elastiv1alpha1.ElastiService) (map[string]*discoveryv1.EndpointSlice, error) {
+	have := &discoveryv1.EndpointSliceList{}
+	if err := r.client.List(ctx, have, client.InNamespace(es.Namespace), client.MatchingLabels{
+		contract.LabelManagedBy:     contract.ManagedBy,
+		contract.LabelElastiService: elastiServiceLabelValue(es.Name),
+	}); err != nil {
+		return nil, fmt.Errorf("list proxy EndpointSlices of %s/%s: %w", es.Namespace, es.Name, err)
+	}
+	owned := map[string]*discoveryv1.EndpointSlice{}
+	for i := range have.Items {
+		if ownedBy(&have.Items[i], es.UID) {
+			owned[have.Items[i].Name] = &have.Items[i]
+		}
+	}
+	return owned, nil
 }
 
 func ownerRef(es *elastiv1alpha1.ElastiService) metav1.OwnerReference {

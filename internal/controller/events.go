@@ -14,6 +14,8 @@ const (
 	EventScaleFailed        = "ScaleFailed"
 	EventTargetChanged      = "ScaleTargetChanged"
 	EventAutoscalerNotFound = "AutoscalerNotFound"
+	EventScaleDownCalledOff = "ScaleDownCalledOff"
+	EventRemovedBeforeReady = "ProxyRemovedBeforeReady"
 )
 
 // eventRecorder is the part of events.EventRecorder the reconciler uses.

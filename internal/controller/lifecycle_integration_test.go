@@ -265,42 +265,16 @@ func TestRolloutTarget(t *testing.T) {
 	op := startOperator(t, operatorOptions{triggers: trig})
 	createResolver(t, op.resolverNS, "r1", true, "10.0.0.1")
 	createService(t, op.ns, "ro")
-	ro := &unstructured.Unstructured{Object: map[string]any{
-		"apiVersion": "argoproj.io/v1alpha1", "kind": "Rollout",
-		"metadata": map[string]any{"name": "ro", "namespace": op.ns},
-		"spec": map[string]any{
-			"replicas": int64(2),
-			"selector": map[string]any{"matchLabels": map[string]any{"app": "ro"}},
-			"template": map[string]any{
-				"metadata": map[string]any{"labels": map[string]any{"app": "ro"}},
-				"spec":     map[string]any{"containers": []any{map[string]any{"name": "app", "image": "example.invalid/app:1"}}},
-			},
-			"strategy": map[string]any{"canary": map[string]any{}},
-		},
-	}}
+	ro := rollout(op.ns, "ro", 2)
 	mustCreate(t, ro)
 	createES(t, op.ns, "ro", "ro", "ro", func(es *elastiv1alpha1.ElastiService) {
 		es.Spec.ScaleTargetRef = elastiv1alpha1.ScaleTargetRef{APIVersion: "argoproj.io/v1alpha1", Kind: "Rollout", Name: "ro"}
 	})
-	replicas := func(want int64) func() error {
-		return func() error {
-			u := &unstructured.Unstructured{}
-			u.SetGroupVersionKind(ro.GroupVersionKind())
-			if err := k8s.Get(context.Background(), types.NamespacedName{Namespace: op.ns, Name: "ro"}, u); err != nil {
-				return err
-			}
-			got, _, _ := unstructured.NestedInt64(u.Object, "spec", "replicas")
-			if got != want {
-				return fmt.Errorf("rollout replicas %d, want %d", got, want)
-			}
-			return nil
-		}
-	}
-	eventually(t, wait, "rollout asleep", replicas(0))
+	eventually(t, wait, "rollout asleep", wantRolloutReplicas(op.ns, "ro", 0))
 	trig.set(scaling.StateActive)
 	res, err := op.waker.Wake(ctxT(t), types.NamespacedName{Namespace: op.ns, Name: "ro"})
 	if err != nil || res.Replicas != 1 {
 		t.Fatalf("wake: %+v %v", res, err)
 	}
-	eventually(t, wait, "rollout awake", replicas(1))
+	eventually(t, wait, "rollout awake", wantRolloutReplicas(op.ns, "ro", 1))
 }

@@ -18,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -69,6 +70,8 @@ type operatorOptions struct {
 	cfg      func(*Config)
 	triggers triggerEvaluator
 	deps     func(*Deps)
+	// rest, if set, is the identity the operator runs as (default: admin).
+	rest *rest.Config
 }
 
 var nsCounter atomic.Int64
@@ -100,7 +103,11 @@ func startOperator(t *testing.T, o operatorOptions) *operator {
 	if o.cfg != nil {
 		o.cfg(&cfg)
 	}
-	mgr, err := ctrl.NewManager(env.Config, ctrl.Options{
+	restConfig := env.Config
+	if o.rest != nil {
+		restConfig = o.rest
+	}
+	mgr, err := ctrl.NewManager(restConfig, ctrl.Options{
 		Scheme:                 env.Scheme,
 		Cache:                  CacheOptions(cfg),
 		Metrics:                metricsserver.Options{BindAddress: "0"},

@@ -72,6 +72,9 @@ type observed struct {
 	// targetErr says why the target cannot be read. Only the status words
 	// it; decide needs no more than targetFound.
 	targetErr string
+	// targetWatchReason and targetWatchErr say why the target's kind
+	// cannot be watched; decide only needs to know that it cannot.
+	targetWatchReason, targetWatchErr string
 }
 
 // plan is what a reconcile does, in DESIGN.md's order.
@@ -121,6 +124,14 @@ func transition(o observed) plan {
 		p.wake = o.wakeRequested && o.targetFound
 		return p
 	}
+	if o.replicas == 0 && !canProxy {
+		// Never leave a target at zero with nothing to hold its traffic,
+		// whatever the status says: a scale-down whose status write failed
+		// left it recorded as ScalingDown (or serve) while the target is
+		// asleep. Wake it and leave the data path.
+		p.wake, p.failOpen, p.active = true, true, contract.ReasonWaking
+		return p
+	}
 
 	switch o.phase {
 	case phaseServe:
@@ -130,7 +141,9 @@ func transition(o observed) plan {
 		case o.replicas == 0 && canProxy:
 			// Someone else put the target at zero: hold its traffic.
 			p.slices, p.mode, p.active = sliceEnsure, elastiv1alpha1.ModeProxy, contract.ReasonScaledToZero
-		case o.sleep.Allowed() && o.triggers != nil && o.triggers.State == scaling.StateIdle && canProxy:
+		case o.sleep.Allowed() && o.triggers != nil && o.triggers.State == scaling.StateIdle && canProxy && o.targetWatchReason == "":
+			// A target whose kind cannot be watched is not put to sleep:
+			// Ready says why, as for a trigger that cannot be evaluated.
 			p.slices, p.mode, p.active = sliceEnsure, elastiv1alpha1.ModeProxy, contract.ReasonScalingDown
 			p.startGrace = true
 			p.requeueAfter = o.gracePeriod
@@ -175,10 +188,9 @@ func transition(o observed) plan {
 	default: // phaseProxy, phaseWaking
 		p.wake = o.wakeRequested || (o.replicas == 0 && o.keepAwake)
 		if !canProxy {
-			// Never point a Service at zero resolvers: wake the target
-			// and leave the data path.
+			// Never point a Service at zero resolvers: leave the data
+			// path (a target at zero was woken above).
 			p.failOpen = true
-			p.wake = p.wake || o.replicas == 0
 			p.active = contract.ReasonWaking
 			return p
 		}

@@ -74,6 +74,7 @@ func (r *Reconciler) observe(ctx context.Context, es *elastiv1alpha1.ElastiServi
 			if werr := r.targets.ensure(gvk); werr != nil {
 				return o, l, werr
 			}
+			o.targetWatchReason, o.targetWatchErr = r.targets.problem(ctx, es.Namespace, gvk)
 		}
 	case apierrors.IsNotFound(err) || errors.Is(err, scaling.ErrTargetKindUnknown):
 		o.targetErr = "it does not exist"
@@ -84,20 +85,13 @@ func (r *Reconciler) observe(ctx context.Context, es *elastiv1alpha1.ElastiServi
 		return o, l, err
 	}
 
-	pods := &corev1.PodList{}
-	if err := r.client.List(ctx, pods, client.InNamespace(r.cfg.ResolverNamespace),
-		client.MatchingLabels{contract.LabelComponent: contract.ComponentResolver}); err != nil {
-		return o, l, fmt.Errorf("list resolver pods in %s: %w", r.cfg.ResolverNamespace, err)
+	if l.resolvers, err = r.readyResolvers(ctx); err != nil {
+		return o, l, err
 	}
-	l.resolvers = readyResolvers(pods.Items)
 	o.resolvers = len(l.resolvers)
-
-	slices := &discoveryv1.EndpointSliceList{}
-	if err := r.client.List(ctx, slices, client.InNamespace(es.Namespace),
-		client.MatchingLabels{discoveryv1.LabelServiceName: es.Spec.Service}); err != nil {
-		return o, l, fmt.Errorf("list EndpointSlices of Service %s/%s: %w", es.Namespace, es.Spec.Service, err)
+	if o.ownReady, err = r.serviceHasReadyEndpoint(ctx, es); err != nil {
+		return o, l, err
 	}
-	o.ownReady = ownSlicesReady(slices.Items)
 
 	o.phase = currentPhase(es.Status, o.replicas)
 	o.sleep = sleepgate.Evaluate(es, o.now)
@@ -108,6 +102,27 @@ func (r *Reconciler) observe(ctx context.Context, es *elastiv1alpha1.ElastiServi
 		ctrl.LoggerFrom(ctx).V(1).Info("triggers evaluated", "state", res.State, "value", res.Value, "reason", res.Reason)
 	}
 	return o, l, nil
+}
+
+// readyResolvers lists the ready resolver pods (see readyResolvers).
+func (r *Reconciler) readyResolvers(ctx context.Context) ([]resolverEndpoint, error) {
+	pods := &corev1.PodList{}
+	if err := r.client.List(ctx, pods, client.InNamespace(r.cfg.ResolverNamespace),
+		client.MatchingLabels{contract.LabelComponent: contract.ComponentResolver}); err != nil {
+		return nil, fmt.Errorf("list resolver pods in %s: %w", r.cfg.ResolverNamespace, err)
+	}
+	return readyResolvers(pods.Items), nil
+}
+
+// serviceHasReadyEndpoint reports whether the Service's own EndpointSlices
+// (not Elasti's) list a ready endpoint.
+func (r *Reconciler) serviceHasReadyEndpoint(ctx context.Context, es *elastiv1alpha1.ElastiService) (bool, error) {
+	slices := &discoveryv1.EndpointSliceList{}
+	if err := r.client.List(ctx, slices, client.InNamespace(es.Namespace),
+		client.MatchingLabels{discoveryv1.LabelServiceName: es.Spec.Service}); err != nil {
+		return false, fmt.Errorf("list EndpointSlices of Service %s/%s: %w", es.Namespace, es.Spec.Service, err)
+	}
+	return ownSlicesReady(slices.Items), nil
 }
 
 // wakeFromZero reports whether a wake is requested for a target this

@@ -132,6 +132,10 @@ func (g *gatedScaler) ScaleFromZero(context.Context, string, elastiv1alpha1.Scal
 	return false, nil
 }
 
+func (g *gatedScaler) ScaleToZero(context.Context, string, elastiv1alpha1.ScaleTargetRef, int32) (bool, error) {
+	return false, nil
+}
+
 func wantPorts(ns, name string, n int) func() error {
 	return func() error {
 		es := &elastiv1alpha1.ElastiService{}

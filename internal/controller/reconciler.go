@@ -53,7 +53,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.
 		return ctrl.Result{}, fmt.Errorf("get ElastiService %s: %w", req.NamespacedName, err)
 	}
 	if es.DeletionTimestamp != nil {
-		return ctrl.Result{}, r.finalize(ctx, es)
+		return r.finalize(ctx, es)
 	}
 	if err := r.ensureFinalizer(ctx, es); err != nil {
 		return ctrl.Result{}, err
@@ -72,6 +72,15 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.
 	o.wakeRequested = o.wakeRequested || targetChanged
 	p := decide(o)
 	fx, err := r.execute(ctx, es, o, l, p)
+	if err == nil && fx.raised > 0 {
+		// Someone raised the target between observe and the scale-down.
+		// Their count stands, and the raise calls the scale-down off as a
+		// request during the grace period would: decide again, as for a
+		// wake, from what the target now has.
+		o.replicas, o.wakeRequested = fx.raised, true
+		p = decide(o)
+		fx, err = r.execute(ctx, es, o, l, p)
+	}
 	if err != nil {
 		r.recorder.Eventf(es, nil, corev1.EventTypeWarning, EventScaleFailed, "Reconcile", "%v", err)
 		return ctrl.Result{}, err
@@ -129,8 +138,16 @@ func (r *Reconciler) execute(ctx context.Context, es *elastiv1alpha1.ElastiServi
 		r.grace.stop(key)
 	}
 	if p.sleep {
-		if err := r.sleepTarget(ctx, es); err != nil {
+		n, err := r.sleepTarget(ctx, es, o.replicas)
+		if err != nil {
 			return fx, err
+		}
+		if n > 0 {
+			fx.raised = n
+			log.Info("scale-down called off: another writer changed the target meanwhile", "replicas", n)
+			r.recorder.Eventf(es, nil, corev1.EventTypeNormal, EventScaleDownCalledOff, "ScaleDown",
+				"another writer set %s %s to %d replicas before the scale to zero; left as it is", es.Spec.ScaleTargetRef.Kind, es.Spec.ScaleTargetRef.Name, n)
+			return fx, nil
 		}
 		fx.slept = true
 		log.Info("target scaled to zero")

@@ -25,6 +25,9 @@ type targetScaler interface {
 	// ScaleFromZero scales only a target at zero, atomically, and reports
 	// whether it did.
 	ScaleFromZero(ctx context.Context, namespace string, ref elastiv1alpha1.ScaleTargetRef, replicas int32) (bool, error)
+	// ScaleToZero scales only a target that still has from replicas,
+	// atomically, and reports whether the target is at zero.
+	ScaleToZero(ctx context.Context, namespace string, ref elastiv1alpha1.ScaleTargetRef, from int32) (bool, error)
 }
 
 // autoscalerControl pauses KEDA and reads HPA floors.
@@ -70,39 +73,64 @@ func (r *Reconciler) wakeTarget(ctx context.Context, es *elastiv1alpha1.ElastiSe
 	return want, true, nil
 }
 
-// sleepTarget pauses KEDA, then scales the target to zero.
-func (r *Reconciler) sleepTarget(ctx context.Context, es *elastiv1alpha1.ElastiService) error {
+// sleepTarget pauses KEDA, then scales the target to zero from the replica
+// count observe read, never from another: the write is conditional, as the
+// wake's is. It returns the replicas the target has afterwards: zero once it
+// sleeps; more when someone raised it since it was read, in which case
+// their count stands. A target lowered in the meantime (an HPA scaling in,
+// KEDA applying its pause) is followed down, a few times at most; after that
+// the scale-down is given up, which errs on the side of a target kept up.
+func (r *Reconciler) sleepTarget(ctx context.Context, es *elastiv1alpha1.ElastiService, from int32) (int32, error) {
 	if a := es.Spec.Autoscaler; a != nil && a.Type == elastiv1alpha1.AutoscalerKEDA {
 		found, err := r.autoscalers.PauseKEDA(ctx, es.Namespace, a.Name)
 		if err != nil {
-			return err
+			return from, err
 		}
 		if !found {
 			r.recorder.Eventf(es, nil, corev1.EventTypeWarning, EventAutoscalerNotFound, "PauseKEDA", "KEDA ScaledObject %s not found; scaling to zero without pausing it", a.Name)
 		}
 	}
-	err := r.scaler.Scale(ctx, es.Namespace, es.Spec.ScaleTargetRef, 0)
-	scaleOperations.WithLabelValues(es.Namespace, es.Name, "down", resultLabel(err)).Inc()
-	return err
+	ref := es.Spec.ScaleTargetRef
+	for attempt := 1; ; attempt++ {
+		done, err := r.scaler.ScaleToZero(ctx, es.Namespace, ref, from)
+		if err != nil || done {
+			scaleOperations.WithLabelValues(es.Namespace, es.Name, "down", resultLabel(err)).Inc()
+			return 0, err
+		}
+		n, err := r.scaler.Replicas(ctx, es.Namespace, ref)
+		switch {
+		case err != nil:
+			return from, err
+		case n == 0:
+			return 0, nil
+		case n > from || attempt == 3:
+			return n, nil
+		}
+		from = n
+	}
 }
 
 // restoreTarget puts a target Elasti may have put to sleep back to at least
-// minTargetReplicas. A target that no longer exists is fine.
-func (r *Reconciler) restoreTarget(ctx context.Context, es *elastiv1alpha1.ElastiService, ref elastiv1alpha1.ScaleTargetRef) error {
+// minTargetReplicas, and returns its replicas. A target that no longer
+// exists is fine: found is false.
+func (r *Reconciler) restoreTarget(ctx context.Context, es *elastiv1alpha1.ElastiService, ref elastiv1alpha1.ScaleTargetRef) (replicas int32, found bool, err error) {
 	n, err := r.scaler.Replicas(ctx, es.Namespace, ref)
 	if apierrors.IsNotFound(err) || errors.Is(err, scaling.ErrTargetKindUnknown) {
-		return nil
+		return 0, false, nil
 	}
 	if err != nil {
-		return err
+		return 0, false, err
 	}
 	want := max(es.Spec.MinTargetReplicas, 1)
 	if n >= want {
-		return nil
+		return n, true, nil
 	}
 	err = r.scaler.Scale(ctx, es.Namespace, ref, want)
 	scaleOperations.WithLabelValues(es.Namespace, es.Name, "up", resultLabel(err)).Inc()
-	return err
+	if err != nil {
+		return n, true, err
+	}
+	return want, true, nil
 }
 
 // syncManagedTarget remembers the target in an annotation and, when
@@ -115,7 +143,7 @@ func (r *Reconciler) syncManagedTarget(ctx context.Context, es *elastiv1alpha1.E
 		return false, nil
 	}
 	if old, ok := decodeTarget(prev); had && ok {
-		if err := r.restoreTarget(ctx, es, old); err != nil {
+		if _, _, err := r.restoreTarget(ctx, es, old); err != nil {
 			return false, err
 		}
 		r.recorder.Eventf(es, nil, corev1.EventTypeNormal, EventTargetChanged, "ChangeTarget", "scale target changed from %s %s; restored it", old.Kind, old.Name)

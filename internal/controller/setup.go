@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"reflect"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
@@ -115,7 +116,10 @@ func Setup(ctx context.Context, mgr ctrl.Manager, cfg Config, deps Deps) (*Waker
 	if err != nil {
 		return nil, fmt.Errorf("build the ElastiService controller: %w", err)
 	}
-	r.targets = &targetWatches{cache: mgr.GetCache(), ctrl: c, enqueue: r.forTarget, watched: map[schema.GroupVersionKind]bool{}}
+	r.targets = &targetWatches{
+		cache: mgr.GetCache(), ctrl: c, enqueue: r.forTarget, live: live, clock: cfg.Clock,
+		namespaced: len(cfg.WatchNamespaces) > 0, watched: map[schema.GroupVersionKind]time.Time{},
+	}
 	return &Waker{Reader: live, Cache: mgr.GetCache(), Writer: mgr.GetClient(), Elected: mgr.Elected(), Timeout: cfg.WakeTimeout, wakes: r.wakes}, nil
 }
 

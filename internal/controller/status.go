@@ -36,6 +36,12 @@ const (
 	ReasonKeepAwake           = "KeepAwake"
 	ReasonEvaluated           = "Evaluated"
 	ReasonInvalidEnabledRange = "InvalidEnabledPeriod"
+	// ReasonTargetWatchForbidden: the operator may not list or watch the
+	// target's kind.
+	ReasonTargetWatchForbidden = "TargetWatchForbidden"
+	// ReasonTargetWatchNotSynced: the target kind's watch does not sync
+	// for another reason.
+	ReasonTargetWatchNotSynced = "TargetWatchNotSynced"
 )
 
 // effects is what a reconcile actually did, for the status and Events.
@@ -43,6 +49,9 @@ type effects struct {
 	woke     bool
 	slept    bool
 	replicas int32
+	// raised: the scale-down found the target raised by someone else to
+	// this many replicas since observe read it, and left it there.
+	raised int32
 }
 
 // desiredStatus builds the status a reconcile should leave behind. It keeps
@@ -81,6 +90,9 @@ func desiredStatus(es *elastiv1alpha1.ElastiService, o observed, p plan, fx effe
 	case !o.targetFound:
 		set(elastiv1alpha1.ConditionReady, metav1.ConditionFalse, ReasonTargetNotFound,
 			fmt.Sprintf("scale target %s %s cannot be scaled: %s", es.Spec.ScaleTargetRef.Kind, es.Spec.ScaleTargetRef.Name, o.targetErr))
+	case o.targetWatchReason != "":
+		set(elastiv1alpha1.ConditionReady, metav1.ConditionFalse, o.targetWatchReason,
+			o.targetWatchErr+"; until then the target is woken through /scale but not put to sleep")
 	case len(o.ports) == 0:
 		set(elastiv1alpha1.ConditionReady, metav1.ConditionFalse, ReasonNoServicePorts,
 			fmt.Sprintf("Service %s/%s has no TCP port the resolver could hold", es.Namespace, es.Spec.Service))

@@ -4,9 +4,12 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
@@ -38,16 +41,29 @@ func targetIndex(obj client.Object) []string {
 // targetWatches starts one metadata-only watch per target kind, the first
 // time a target of that kind is scaled. Targets can be any scalable kind, so
 // the set of watches grows with what the ElastiServices name; metadata-only
-// informers keep the cost to names and resource versions.
+// informers keep the cost to names and resource versions. Nothing here ever
+// waits for an informer to sync: one that cannot (the operator may not list
+// or watch the kind) must not stall a reconcile.
 type targetWatches struct {
 	cache cache.Cache
 	ctrl  controller.Controller
 	// enqueue maps a target to the ElastiServices that name it.
 	enqueue func(gvk schema.GroupVersionKind) func(ctx context.Context, obj *metav1.PartialObjectMetadata) []reconcile.Request
+	// live lists a kind whose watch has not synced, to learn why.
+	live  client.Reader
+	clock clock.Clock
+	// namespaced: the cache watches only some namespaces, so a list in the
+	// target's namespace is what its informer does.
+	namespaced bool
 
-	mu      sync.Mutex
-	watched map[schema.GroupVersionKind]bool
+	mu sync.Mutex
+	// watched records when each kind's watch started.
+	watched map[schema.GroupVersionKind]time.Time
 }
+
+// targetSyncTimeout is how long a target kind's watch may take to sync
+// before the status reports it.
+const targetSyncTimeout = 30 * time.Second
 
 func (t *targetWatches) ensure(gvk schema.GroupVersionKind) error {
 	if t == nil || t.ctrl == nil {
@@ -55,7 +71,7 @@ func (t *targetWatches) ensure(gvk schema.GroupVersionKind) error {
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if t.watched[gvk] {
+	if _, ok := t.watched[gvk]; ok {
 		return nil
 	}
 	obj := &metav1.PartialObjectMetadata{}
@@ -64,28 +80,77 @@ func (t *targetWatches) ensure(gvk schema.GroupVersionKind) error {
 	if err := t.ctrl.Watch(src); err != nil {
 		return fmt.Errorf("watch %s targets: %w", gvk, err)
 	}
-	t.watched[gvk] = true
+	t.watched[gvk] = t.clock.Now()
 	return nil
 }
 
-// cached reports whether the target is in the metadata cache. It answers
-// only for kinds already watched (false otherwise), so it never starts an
-// informer as a side effect.
-func (t *targetWatches) cached(ctx context.Context, namespace string, ref elastiv1alpha1.ScaleTargetRef) bool {
+// synced reports whether the kind is watched and its informer has synced,
+// without waiting for it.
+func (t *targetWatches) synced(ctx context.Context, gvk schema.GroupVersionKind) (watched, synced bool) {
 	if t == nil || t.cache == nil {
-		return false
+		return false, false
 	}
+	t.mu.Lock()
+	_, watched = t.watched[gvk]
+	t.mu.Unlock()
+	if !watched {
+		return false, false
+	}
+	obj := &metav1.PartialObjectMetadata{}
+	obj.SetGroupVersionKind(gvk)
+	inf, err := t.cache.GetInformer(ctx, obj, cache.BlockUntilSynced(false))
+	return true, err == nil && inf.HasSynced()
+}
+
+// cached reports whether the target is in the metadata cache. It answers
+// only for kinds already watched and synced (false otherwise), so it never
+// starts an informer as a side effect and never waits for one: the caller
+// reads /scale instead.
+func (t *targetWatches) cached(ctx context.Context, namespace string, ref elastiv1alpha1.ScaleTargetRef) bool {
 	gvk, err := scaling.TargetGVK(ref)
 	if err != nil {
 		return false
 	}
-	t.mu.Lock()
-	watched := t.watched[gvk]
-	t.mu.Unlock()
-	if !watched {
+	if _, synced := t.synced(ctx, gvk); !synced {
 		return false
 	}
 	obj := &metav1.PartialObjectMetadata{}
 	obj.SetGroupVersionKind(gvk)
 	return t.cache.Get(ctx, client.ObjectKey{Namespace: namespace, Name: ref.Name}, obj) == nil
+}
+
+// problem says why a watched kind's informer has not synced, as a Ready
+// reason and message; empty while it syncs normally or once it has. The
+// API server is asked only while the informer has not synced: a list the
+// operator may not make is reported at once, any other failure once the
+// watch has had targetSyncTimeout to sync.
+func (t *targetWatches) problem(ctx context.Context, namespace string, gvk schema.GroupVersionKind) (reason, message string) {
+	watched, synced := t.synced(ctx, gvk)
+	if !watched || synced || t.live == nil {
+		return "", ""
+	}
+	kind := gvk.Kind
+	if gvk.Group != "" {
+		kind += "." + gvk.Group
+	}
+	list := &metav1.PartialObjectMetadataList{}
+	list.SetGroupVersionKind(gvk.GroupVersion().WithKind(gvk.Kind + "List"))
+	opts := []client.ListOption{client.Limit(1)}
+	if t.namespaced {
+		opts = append(opts, client.InNamespace(namespace))
+	}
+	err := t.live.List(ctx, list, opts...)
+	switch {
+	case apierrors.IsForbidden(err):
+		return ReasonTargetWatchForbidden, fmt.Sprintf("the operator may not list and watch %s, so it cannot watch its targets: %v; grant it get, list and watch on that kind", kind, err)
+	case err != nil:
+		return ReasonTargetWatchNotSynced, fmt.Sprintf("the watch of %s has not synced: list %s: %v", kind, kind, err)
+	}
+	t.mu.Lock()
+	since := t.watched[gvk]
+	t.mu.Unlock()
+	if t.clock.Since(since) >= targetSyncTimeout {
+		return ReasonTargetWatchNotSynced, fmt.Sprintf("the watch of %s has not synced after %s; look for its errors in the operator's log", kind, targetSyncTimeout)
+	}
+	return "", ""
 }

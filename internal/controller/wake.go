@@ -41,7 +41,9 @@ func newWakeRequests() *wakeRequests {
 }
 
 // request registers a wake (or joins the pending one) and enqueues the
-// object.
+// object. A wake that cannot be enqueued before ctx ends is forgotten, and
+// the calls that joined it get the error: no reconcile is coming for it, so
+// nothing else would answer them, and the next call starts afresh.
 func (w *wakeRequests) request(ctx context.Context, key types.NamespacedName) (*wakeCall, error) {
 	w.mu.Lock()
 	call, ok := w.pending[key]
@@ -58,8 +60,28 @@ func (w *wakeRequests) request(ctx context.Context, key types.NamespacedName) (*
 	case w.events <- event.GenericEvent{Object: es}:
 		return call, nil
 	case <-ctx.Done():
-		return nil, fmt.Errorf("enqueue wake of %s: %w", key, ctx.Err())
+		err := fmt.Errorf("enqueue wake of %s: %w", key, ctx.Err())
+		if !w.abandon(key, call, err) {
+			// A reconcile saw the wake pending and completed it.
+			return call, nil
+		}
+		return nil, err
 	}
+}
+
+// abandon forgets call, if it is still key's pending wake, and answers its
+// callers with err. It reports false when call was completed already.
+func (w *wakeRequests) abandon(key types.NamespacedName, call *wakeCall, err error) bool {
+	w.mu.Lock()
+	if w.pending[key] != call {
+		w.mu.Unlock()
+		return false
+	}
+	delete(w.pending, key)
+	w.mu.Unlock()
+	call.err = err
+	close(call.done)
+	return true
 }
 
 func (w *wakeRequests) isPending(key types.NamespacedName) bool {

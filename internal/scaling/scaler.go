@@ -83,17 +83,50 @@ func (s *Scaler) ScaleFromZero(ctx context.Context, namespace string, ref elasti
 		return false, err
 	}
 	patch := fmt.Appendf(nil, `[{"op":"test","path":"/spec","value":{}},{"op":"add","path":"/spec/replicas","value":%d}]`, replicas)
+	done, err := s.patchIfTested(ctx, target, patch)
+	if err != nil {
+		return false, fmt.Errorf("scale %s %s/%s from zero to %d: %w", ref.Kind, namespace, ref.Name, replicas, err)
+	}
+	return done, nil
+}
+
+// ScaleToZero scales the target to zero only if it still has the replicas
+// the caller read (from), in one atomic write: a JSON patch whose test step
+// requires spec.replicas to be from. It reports whether the target is at
+// zero; false, with no error, means its replica count changed since it was
+// read (someone raised it, or an HPA scaled it in) and it was left alone, so
+// a scale-down never overwrites another writer. A target read at zero needs
+// no write.
+func (s *Scaler) ScaleToZero(ctx context.Context, namespace string, ref elastiv1alpha1.ScaleTargetRef, from int32) (bool, error) {
+	target, err := s.target(namespace, ref)
+	if err != nil {
+		return false, err
+	}
+	if from == 0 {
+		return true, nil
+	}
+	patch := fmt.Appendf(nil, `[{"op":"test","path":"/spec/replicas","value":%d},{"op":"replace","path":"/spec/replicas","value":0}]`, from)
+	done, err := s.patchIfTested(ctx, target, patch)
+	if err != nil {
+		return false, fmt.Errorf("scale %s %s/%s from %d to zero: %w", ref.Kind, namespace, ref.Name, from, err)
+	}
+	return done, nil
+}
+
+// patchIfTested applies a JSON patch that starts with a test step to the
+// target's /scale. It reports false, with no error, when the test step
+// failed: the API server answers 422 Invalid and changes nothing.
+func (s *Scaler) patchIfTested(ctx context.Context, target *unstructured.Unstructured, patch []byte) (bool, error) {
 	sc := &unstructured.Unstructured{}
 	sc.SetGroupVersionKind(scaleGVK)
-	err = s.Client.SubResource("scale").Patch(ctx, target, client.RawPatch(types.JSONPatchType, patch), client.WithSubResourceBody(sc))
+	err := s.Client.SubResource("scale").Patch(ctx, target, client.RawPatch(types.JSONPatchType, patch), client.WithSubResourceBody(sc))
 	switch {
 	case err == nil:
 		return true, nil
 	case apierrors.IsInvalid(err):
-		// The test step failed: the target is not at zero.
 		return false, nil
 	default:
-		return false, fmt.Errorf("scale %s %s/%s from zero to %d: %w", ref.Kind, namespace, ref.Name, replicas, classify(err))
+		return false, classify(err)
 	}
 }
 
