@@ -25,14 +25,16 @@ func TestParseFlags(t *testing.T) {
 					"start": c.resolver.PortRangeStart, "end": c.resolver.PortRangeEnd,
 					"admin": c.adminAddr, "operator": c.operatorURL,
 					"hold": c.resolver.HoldTimeout, "max": c.resolver.MaxHeld,
-					"token": c.tokenPath,
+					"token":     c.tokenPath,
+					"readAhead": c.resolver.ReadAheadBytes, "headerBytes": c.resolver.MaxHeaderBytes,
 				}
 			},
 			want: map[string]any{
 				"start": 20000, "end": 20999, "admin": ":8012",
 				"operator": "http://elasti-operator.elasti-system.svc:8013",
 				"hold":     5 * time.Minute, "max": 1000,
-				"token": "/var/run/secrets/kubernetes.io/serviceaccount/token",
+				"token":     "/var/run/secrets/kubernetes.io/serviceaccount/token",
+				"readAhead": 64 << 10, "headerBytes": 1 << 20,
 			},
 		},
 		{

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"slices"
 	"time"
 
 	"k8s.io/apimachinery/pkg/types"
@@ -48,7 +49,13 @@ type dialer struct {
 // each new connection picks the next ready endpoint, spreading load, and a
 // refused dial moves on to another endpoint inside the Transport, where
 // ReverseProxy would otherwise answer 502 at once.
-func (d *dialer) dialContext(ctx context.Context, _, _ string) (net.Conn, error) {
+//
+// The HTTP/2 pool is keyed by endpoint instead (see reverseProxy), so that
+// its multiplexed connections spread over the pods too; addr then names the
+// endpoint chosen for the request, and it is tried first. It is only ever a
+// preference among the ready endpoints: an address that is not one of them
+// is never dialed.
+func (d *dialer) dialContext(ctx context.Context, _, addr string) (net.Conn, error) {
 	rt, ok := routeFrom(ctx)
 	if !ok || !rt.released {
 		return nil, errors.New("dial without a target: the resolver only dials ready endpoints of mapped Services")
@@ -64,16 +71,17 @@ func (d *dialer) dialContext(ctx context.Context, _, _ string) (net.Conn, error)
 			}
 		}()
 	}
-	return d.dial(ctx, rt.target)
+	return d.dial(ctx, rt.target, addr)
 }
 
-// dial connects to one ready endpoint of t before ctx ends.
-func (d *dialer) dial(ctx context.Context, t Target) (net.Conn, error) {
+// dial connects to one ready endpoint of t before ctx ends, trying prefer
+// first while it is one of them.
+func (d *dialer) dial(ctx context.Context, t Target, prefer string) (net.Conn, error) {
 	backoff := d.retryMin
 	var lastErr error
 	for {
 		changed := d.endpoints.Changed(t.Service)
-		candidates := d.endpoints.Candidates(t.Service, t.PortName)
+		candidates := preferFirst(d.endpoints.Candidates(t.Service, t.PortName), prefer)
 		for _, addr := range candidates {
 			actx, cancel := context.WithTimeout(ctx, d.attemptTimeout)
 			c, err := d.dialFunc(actx, "tcp", addr)
@@ -107,4 +115,12 @@ func (d *dialer) dial(ctx context.Context, t Target) (net.Conn, error) {
 		case <-ctx.Done():
 		}
 	}
+}
+
+// preferFirst moves prefer to the front of candidates if it is one of them.
+func preferFirst(candidates []string, prefer string) []string {
+	if i := slices.Index(candidates, prefer); i > 0 {
+		candidates[0], candidates[i] = candidates[i], candidates[0]
+	}
+	return candidates
 }

@@ -19,7 +19,10 @@
 //     context.go: the route each L7 request carries through its context;
 //   - holdqueue.go: holding, shared by both layers: the per-ElastiService
 //     HoldQueue bound and the event-driven wait for a ready endpoint
-//     (Endpoints, endpoints.go), which starts activation (waker.go);
+//     (Endpoints, endpoints.go), which starts activation (waker.go) and
+//     watches the held client: a client that leaves is never forwarded.
+//     heldbody.go (HTTP/1.x bodies) and heldConn in tcp.go read ahead,
+//     bounded, because reading is how a departure shows;
 //   - proxy.go (L7) and tcp.go (L4): forwarding once released, both dialing
 //     through the dialer (dialer.go), which picks a ready endpoint and
 //     retries refused dials.

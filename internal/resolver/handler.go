@@ -109,12 +109,41 @@ func (r *Resolver) holdUntilReady(next http.Handler) http.Handler {
 			return
 		}
 		t := rt.target
-		deadline, err := r.hold(req.Context(), t)
+		var body *heldBody
+		var watch watchFunc
+		if readsAhead(req) {
+			watch = func() <-chan error {
+				if req.ContentLength > int64(r.opts.ReadAheadBytes) {
+					// Known to pass the bound: no need to read it.
+					ch := make(chan error, 1)
+					ch <- ErrReadAheadFull
+					return ch
+				}
+				body = readAhead(req.Body, r.opts.ReadAheadBytes, req.ContentLength)
+				return body.watch()
+			}
+		}
+		deadline, err := r.hold(req.Context(), t, watch)
+		if body != nil {
+			if err == nil {
+				err = body.release()
+			}
+			if err != nil {
+				r.abandonBody(w, body)
+			}
+		}
 		switch {
 		case err == nil:
-		case errors.Is(err, ErrQueueFull):
+		case errors.Is(err, ErrQueueFull), errors.Is(err, ErrReadAheadFull):
 			w.Header().Set("Retry-After", strconv.Itoa(int((r.opts.RetryAfter+time.Second-1)/time.Second)))
-			http.Error(w, "elasti resolver: too many requests are waiting for this service to wake; retry later", http.StatusServiceUnavailable)
+			msg := "elasti resolver: too many requests are waiting for this service to wake; retry later"
+			if errors.Is(err, ErrReadAheadFull) {
+				// The unread rest of the body must not be taken for the
+				// next request on this connection.
+				w.Header().Set("Connection", "close")
+				msg = fmt.Sprintf("elasti resolver: this service is waking up, and request bodies over %d bytes are not held; retry later", r.opts.ReadAheadBytes)
+			}
+			http.Error(w, msg, http.StatusServiceUnavailable)
 			return
 		case errors.Is(err, ErrHoldTimeout):
 			http.Error(w, "elasti resolver: the service did not become ready within the hold timeout", http.StatusGatewayTimeout)
@@ -125,9 +154,19 @@ func (r *Resolver) holdUntilReady(next http.Handler) http.Handler {
 			http.Error(w, "elasti resolver: shutting down", http.StatusServiceUnavailable)
 			return
 		default:
-			// The client went away; nobody reads an answer.
+			// The client went away (ErrClientGone): nothing is forwarded.
 			r.opts.Log.V(1).Info("request abandoned while held", "elastiservice", t.ElastiService.String(), "reason", err.Error())
+			if body != nil {
+				// A body that failed mid-way may also be a malformed one
+				// from a client still there: it must not get net/http's
+				// implicit 200.
+				w.Header().Set("Connection", "close")
+				http.Error(w, "elasti resolver: the request body ended early", http.StatusBadRequest)
+			}
 			return
+		}
+		if body != nil {
+			req.Body = body
 		}
 		// Streams go both ways at once (gRPC-style bidi over HTTP/1.1,
 		// echo uploads): without this, net/http may cut the request body
@@ -136,6 +175,24 @@ func (r *Resolver) holdUntilReady(next http.Handler) http.Handler {
 		rt.released, rt.deadline, rt.done = true, deadline, req.Context().Done()
 		next.ServeHTTP(w, req.WithContext(withRoute(req.Context(), rt)))
 	})
+}
+
+// readsAhead says whether a held request must have its body read ahead to
+// be watched: HTTP/1.x with a body. Without a body net/http already watches
+// the connection; HTTP/2 cancels the request's context when its stream is
+// reset or its connection closes, whatever was read.
+func readsAhead(req *http.Request) bool {
+	return req.ProtoMajor == 1 && req.Body != nil && req.Body != http.NoBody && req.ContentLength != 0
+}
+
+// abandonBody stops a read-ahead that will not be forwarded. A read still
+// in progress is cut by a read deadline, so that net/http's own close of the
+// body, after the handler, does not wait on the client.
+func (r *Resolver) abandonBody(w http.ResponseWriter, body *heldBody) {
+	body.abandon()
+	if body.stillReading() {
+		_ = http.NewResponseController(w).SetReadDeadline(time.Unix(1, 0))
+	}
 }
 
 // logWriter adapts the standard library's error logs to logr at V(1): they

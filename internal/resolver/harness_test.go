@@ -2,9 +2,13 @@ package resolver
 
 import (
 	"context"
+	"fmt"
+	"io"
 	"math/rand/v2"
 	"net"
 	"net/http"
+	"net/http/httptest"
+	"slices"
 	"strconv"
 	"sync"
 	"testing"
@@ -13,6 +17,7 @@ import (
 	"github.com/go-logr/logr"
 	"github.com/go-logr/logr/funcr"
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"k8s.io/apimachinery/pkg/types"
 
 	elastiv1alpha1 "elasti.dev/elasti/api/v1alpha1"
@@ -203,4 +208,117 @@ type result struct {
 	body   string
 	header http.Header
 	err    error
+}
+
+// seenRequest is what a recordingUpstream executed.
+type seenRequest struct {
+	method, uri, proto string
+	body               string
+}
+
+// recordingUpstream stands in for a pod that counts every request it
+// executes: the way to prove a request was never forwarded, or was
+// forwarded exactly once.
+type recordingUpstream struct {
+	srv  *httptest.Server
+	mu   sync.Mutex
+	seen []seenRequest
+}
+
+// startH2C starts an upstream serving handler over HTTP/1.1 and cleartext
+// HTTP/2 with prior knowledge.
+func startH2C(t testing.TB, handler http.Handler) *httptest.Server {
+	t.Helper()
+	srv := httptest.NewUnstartedServer(handler)
+	var p http.Protocols
+	p.SetHTTP1(true)
+	p.SetUnencryptedHTTP2(true)
+	srv.Config.Protocols = &p
+	srv.Start()
+	t.Cleanup(srv.Close)
+	return srv
+}
+
+// h2cClient speaks cleartext HTTP/2 with prior knowledge.
+func h2cClient() *http.Client {
+	var p http.Protocols
+	p.SetUnencryptedHTTP2(true)
+	return &http.Client{Timeout: waitTimeout, Transport: &http.Transport{Protocols: &p}}
+}
+
+// newRecordingUpstream starts one, speaking HTTP/1.1 and cleartext HTTP/2.
+func newRecordingUpstream(t testing.TB) *recordingUpstream {
+	t.Helper()
+	u := &recordingUpstream{}
+	u.srv = startH2C(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, err := io.ReadAll(r.Body)
+		if err != nil {
+			return // the request never arrived whole: not executed
+		}
+		u.mu.Lock()
+		u.seen = append(u.seen, seenRequest{method: r.Method, uri: r.RequestURI, proto: r.Proto, body: string(body)})
+		u.mu.Unlock()
+		fmt.Fprintf(w, "%s %d", r.Method, len(body))
+	}))
+	return u
+}
+
+func (u *recordingUpstream) addr() string { return u.srv.Listener.Addr().String() }
+
+// requests returns what it executed so far.
+func (u *recordingUpstream) requests() []seenRequest {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	return slices.Clone(u.seen)
+}
+
+// tcpRecorder stands in for a TCP pod: it counts accepted connections and
+// echoes what each sends.
+type tcpRecorder struct {
+	l     net.Listener
+	mu    sync.Mutex
+	count int
+}
+
+func newTCPRecorder(t testing.TB) *tcpRecorder {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	u := &tcpRecorder{l: l}
+	t.Cleanup(func() { l.Close() })
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			u.mu.Lock()
+			u.count++
+			u.mu.Unlock()
+			go func() { defer c.Close(); _, _ = io.Copy(c, c) }()
+		}
+	}()
+	return u
+}
+
+func (u *tcpRecorder) addr() string { return u.l.Addr().String() }
+
+func (u *tcpRecorder) connections() int {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	return u.count
+}
+
+// heldGauge reads elasti_resolver_held_requests for es.
+func (h *harness) heldGauge(es string) float64 {
+	return testutil.ToFloat64(h.r.metrics.Held.WithLabelValues("ns", es))
+}
+
+// waitReleased waits until es holds nothing, by the queue and the gauge.
+func (h *harness) waitReleased(es string) {
+	h.t.Helper()
+	h.eventually("the hold slot is freed", func() bool { return h.held(es) == 0 })
+	h.eventually("the held gauge is 0", func() bool { return h.heldGauge(es) == 0 })
 }

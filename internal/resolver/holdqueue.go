@@ -22,6 +22,16 @@ var (
 	// ErrStopping means the resolver's drain timeout passed while still
 	// holding; HTTP answers 503.
 	ErrStopping = errors.New("resolver is stopping")
+	// ErrClientGone means the client left while held: it closed or reset
+	// the connection, cancelled the stream, or (TCP) half-closed, which on
+	// the wire looks the same as leaving. Nothing is forwarded and nobody
+	// reads an answer.
+	ErrClientGone = errors.New("client went away while held")
+	// ErrReadAheadFull means the client sent more than the read-ahead
+	// bound while held. Past the bound the resolver could no longer see the
+	// client leave, so it does not hold the request on unwatched: HTTP
+	// answers 503 with Retry-After, TCP closes.
+	ErrReadAheadFull = errors.New("client sent more than the read-ahead bound while held")
 )
 
 // HoldQueue bounds the requests and connections held per ElastiService. Each
@@ -69,12 +79,20 @@ func (q *HoldQueue) Held(key types.NamespacedName) int {
 	return q.held[key]
 }
 
+// watchFunc starts watching a held client and returns a channel that
+// delivers, at most once, why the hold must end early: ErrClientGone or
+// ErrReadAheadFull. A nil channel means the caller's context alone tells
+// that the client left.
+type watchFunc func() <-chan error
+
 // hold returns once t has a ready endpoint, at once if it already has one.
 // Otherwise it takes a slot in t's hold queue, makes sure an activation is
-// under way, and waits for endpoint events until the hold timeout, the
-// caller's cancellation or the resolver's stop. The returned deadline bounds
-// the dial that follows.
-func (r *Resolver) hold(ctx context.Context, t Target) (deadline time.Time, err error) {
+// under way, starts watch (if not nil) and waits for endpoint events until
+// the hold timeout, the caller's cancellation, what watch reports or the
+// resolver's stop. A request that goes through at once is never watched, so
+// the normal path streams as it did. The returned deadline bounds the dial
+// that follows.
+func (r *Resolver) hold(ctx context.Context, t Target, watch watchFunc) (deadline time.Time, err error) {
 	timeout := t.HoldTimeout
 	if timeout <= 0 {
 		timeout = r.opts.HoldTimeout
@@ -104,6 +122,10 @@ func (r *Resolver) hold(ctx context.Context, t Target) (deadline time.Time, err 
 		r.metrics.HoldDuration.WithLabelValues(labels...).Observe(r.opts.Clock.Since(start).Seconds())
 	}()
 	r.waker.ensure(r.stopCtx, t)
+	var watched <-chan error
+	if watch != nil {
+		watched = watch()
+	}
 
 	timer := r.opts.Clock.NewTimer(timeout)
 	defer timer.Stop()
@@ -114,7 +136,12 @@ func (r *Resolver) hold(ctx context.Context, t Target) (deadline time.Time, err 
 			r.metrics.TimedOut.WithLabelValues(labels...).Inc()
 			return deadline, ErrHoldTimeout
 		case <-ctx.Done():
-			return deadline, fmt.Errorf("client went away while held: %w", context.Cause(ctx))
+			return deadline, fmt.Errorf("%w: %w", ErrClientGone, context.Cause(ctx))
+		case err := <-watched:
+			if errors.Is(err, ErrReadAheadFull) {
+				r.metrics.reject(t.ElastiService, ReasonReadAheadFull)
+			}
+			return deadline, err
 		case <-r.stopCtx.Done():
 			return deadline, ErrStopping
 		}

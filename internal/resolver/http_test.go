@@ -342,9 +342,7 @@ func TestHTTP2GoawayOnceReady(t *testing.T) {
 	h := newHarness(t, 1, nil)
 	h.mapPort("web", "websvc", nil, h.proxyPort(0, "h2c", ""))
 	h.ready("websvc", "websvc-abc", "h2c", upstreamAddr(upH2C(t)))
-	var p http.Protocols
-	p.SetUnencryptedHTTP2(true)
-	c := &http.Client{Timeout: waitTimeout, Transport: &http.Transport{Protocols: &p}}
+	c := h2cClient()
 	var mu sync.Mutex
 	var reused []bool
 	for range 2 {
@@ -377,14 +375,7 @@ func TestHTTP2GoawayOnceReady(t *testing.T) {
 // upH2C is an upstream that speaks cleartext HTTP/2 with prior knowledge.
 func upH2C(t *testing.T) *httptest.Server {
 	t.Helper()
-	srv := httptest.NewUnstartedServer(echoUpstream(t).Config.Handler)
-	var p http.Protocols
-	p.SetHTTP1(true)
-	p.SetUnencryptedHTTP2(true)
-	srv.Config.Protocols = &p
-	srv.Start()
-	t.Cleanup(srv.Close)
-	return srv
+	return startH2C(t, echoUpstream(t).Config.Handler)
 }
 
 func TestDialRetriesRefusedEndpoint(t *testing.T) {
@@ -451,14 +442,17 @@ func TestMalformedRequestGets4xx(t *testing.T) {
 		"GET /\x00 HTTP/1.1\r\nHost: a\r\n\r\n",
 		"GET / HTTP/9.9\r\n\r\n",
 		"CONNECT evil.example:443 HTTP/1.1\r\nHost: evil.example:443\r\n\r\n",
-		"GET / HTTP/1.1\r\nHost: a\r\n" + strings.Repeat("X-Big: "+strings.Repeat("y", 1000)+"\r\n", 100) + "\r\n",
+		// Over net/http's default header limit (1 MiB), as a pod would refuse.
+		"GET / HTTP/1.1\r\nHost: a\r\n" + strings.Repeat("X-Big: "+strings.Repeat("y", 1000)+"\r\n", 1100) + "\r\n",
 	} {
 		c, err := net.Dial("tcp", h.addr(0))
 		if err != nil {
 			t.Fatal(err)
 		}
 		_ = c.SetDeadline(time.Now().Add(waitTimeout))
-		_, _ = c.Write([]byte(raw))
+		// Written while the answer is read: the server may answer before
+		// it has read everything.
+		go func() { _, _ = c.Write([]byte(raw)) }()
 		resp, err := http.ReadResponse(bufio.NewReader(c), nil)
 		c.Close()
 		if err != nil {
@@ -469,6 +463,72 @@ func TestMalformedRequestGets4xx(t *testing.T) {
 		if (resp.StatusCode < 400 || resp.StatusCode >= 500) && resp.StatusCode != http.StatusHTTPVersionNotSupported {
 			t.Errorf("%q: status %d, want 4xx", raw[:min(len(raw), 40)], resp.StatusCode)
 		}
+	}
+}
+
+// TestRawQueryPassedByteForByte: proxy mode passes the query on as serve mode
+// does, unparsed: signed URLs keep their signature, and a query Go cannot
+// parse is not re-encoded, reordered or trimmed.
+func TestRawQueryPassedByteForByte(t *testing.T) {
+	const query = "b=2&a=1&sig=abc%2Fdef+x&empty=&x=%zz&semi=1;2&dup=2&dup=1&t=%7e%7E&bare"
+	for _, tc := range []struct{ name, portName string }{{"HTTP/1.1", "http"}, {"h2c", "h2c"}} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newHarness(t, 1, nil)
+			up := newRecordingUpstream(t)
+			h.mapPort("web", "websvc", nil, h.proxyPort(0, tc.portName, ""))
+			h.ready("websvc", "websvc-abc", tc.portName, up.addr())
+			if tc.portName == "http" {
+				c := dialRaw(t, h.addr(0))
+				if _, err := c.Write([]byte("GET /signed?" + query + " HTTP/1.1\r\nHost: web\r\n\r\n")); err != nil {
+					t.Fatal(err)
+				}
+				resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+				if err != nil || resp.StatusCode != http.StatusOK {
+					t.Fatalf("response %v, %v", resp, err)
+				}
+				resp.Body.Close()
+			} else {
+				resp, err := h2cClient().Get("http://" + h.addr(0) + "/signed?" + query)
+				if err != nil || resp.StatusCode != http.StatusOK {
+					t.Fatalf("response %v, %v", resp, err)
+				}
+				resp.Body.Close()
+			}
+			got := up.requests()
+			if len(got) != 1 {
+				t.Fatalf("upstream executed %d requests, want 1", len(got))
+			}
+			if diff := cmp.Diff("/signed?"+query, got[0].uri); diff != "" {
+				t.Errorf("request URI at the pod (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// TestLargeHeaderPassesAsInServeMode: a 100 KiB header, which a Go pod takes
+// in serve mode (1 MiB by default), also passes in proxy mode.
+func TestLargeHeaderPassesAsInServeMode(t *testing.T) {
+	big := strings.Repeat("y", 100<<10)
+	up := startH2C(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprint(w, len(r.Header.Get("X-Big")))
+	}))
+	for _, tc := range []struct {
+		name, portName string
+		client         *http.Client
+	}{{"HTTP/1.1", "http", nil}, {"h2c", "h2c", h2cClient()}} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newHarness(t, 1, nil)
+			h.mapPort("web", "websvc", nil, h.proxyPort(0, tc.portName, ""))
+			h.ready("websvc", "websvc-abc", tc.portName, upstreamAddr(up))
+			c := tc.client
+			if c == nil {
+				c = h.client()
+			}
+			r := get(c, context.Background(), "http://"+h.addr(0)+"/", map[string]string{"X-Big": big})
+			if r.err != nil || r.status != http.StatusOK || r.body != fmt.Sprint(len(big)) {
+				t.Fatalf("status %d body %q err %v; want 200 and the pod seeing %d bytes", r.status, r.body, r.err, len(big))
+			}
+		})
 	}
 }
 

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
+	"k8s.io/apimachinery/pkg/types"
 )
 
 func TestActivationRetriedWithBackoffWhileHeld(t *testing.T) {
@@ -174,4 +175,23 @@ func TestSecondWakeAfterSleepActivatesAtOnce(t *testing.T) {
 	if r := <-second; r.err != nil || r.status != http.StatusOK {
 		t.Fatalf("second wake: status %d err %v", r.status, r.err)
 	}
+}
+
+// TestActivationLoopEndsWhenReadyDuringCall: a target that turns ready while
+// the activation call is in flight ends the loop, so that the next sleep
+// starts a fresh one that calls at once, instead of finding this one waiting
+// out its refresh interval.
+func TestActivationLoopEndsWhenReadyDuringCall(t *testing.T) {
+	h := newHarness(t, 1, func(o *Options) { o.ActivationRefresh = time.Hour })
+	up := echoUpstream(t)
+	h.act.onCall = func(_, _ string) { h.ready("websvc", "websvc-abc", "http", upstreamAddr(up)) }
+	h.mapPort("web", "websvc", nil, h.proxyPort(0, "http", ""))
+	if r := get(h.client(), context.Background(), "http://"+h.addr(0)+"/", nil); r.err != nil || r.status != http.StatusOK {
+		t.Fatalf("status %d err %v", r.status, r.err)
+	}
+	h.eventually("the activation loop ends", func() bool {
+		h.r.waker.mu.Lock()
+		defer h.r.waker.mu.Unlock()
+		return !h.r.waker.running[types.NamespacedName{Namespace: "ns", Name: "web"}]
+	})
 }

@@ -13,6 +13,9 @@ const (
 	ReasonDialFailed   = "dial_failed"
 	ReasonDraining     = "draining"
 	ReasonBadRequest   = "bad_request"
+	// ReasonReadAheadFull: a held client sent more than the read-ahead
+	// bound (Options.ReadAheadBytes) before its target was ready.
+	ReasonReadAheadFull = "read_ahead_full"
 )
 
 // Activation results, the values of the result label on

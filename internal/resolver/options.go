@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/http"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -33,6 +34,12 @@ type Options struct {
 	MaxHeld     int
 	// RetryAfter is sent with 503 when a hold queue is full.
 	RetryAfter time.Duration
+	// ReadAheadBytes bounds what the resolver reads ahead from each held
+	// request body (HTTP/1.x) or connection (TCP) while it waits. Reading
+	// is how a client that leaves is noticed; a client that sends more
+	// than this while held is answered 503 (TCP: closed) instead of being
+	// held on unwatched.
+	ReadAheadBytes int
 
 	// DialTimeout bounds one TCP connect to an endpoint.
 	DialTimeout time.Duration
@@ -40,7 +47,8 @@ type Options struct {
 	// inject one to stand in for pod networking.
 	DialContext func(ctx context.Context, network, addr string) (net.Conn, error)
 	// ReadHeaderTimeout, IdleTimeout and MaxHeaderBytes harden the L7
-	// server.
+	// server. MaxHeaderBytes defaults to net/http's own default, so that
+	// what a pod accepts in serve mode also passes in proxy mode.
 	ReadHeaderTimeout time.Duration
 	IdleTimeout       time.Duration
 	MaxHeaderBytes    int
@@ -69,13 +77,14 @@ type Options struct {
 // Default option values.
 const (
 	DefaultUnmappedWait         = 2 * time.Second
-	DefaultHoldTimeout          = 5 * time.Minute
+	DefaultHoldTimeout          = contract.DefaultHoldTimeout
 	DefaultMaxHeld              = 1000
 	DefaultRetryAfter           = 5 * time.Second
+	DefaultReadAheadBytes       = 64 << 10
 	DefaultDialTimeout          = 3 * time.Second
 	DefaultReadHeaderTimeout    = 10 * time.Second
 	DefaultIdleTimeout          = 90 * time.Second
-	DefaultMaxHeaderBytes       = 64 << 10
+	DefaultMaxHeaderBytes       = http.DefaultMaxHeaderBytes
 	DefaultMaxConcurrentStreams = 1000
 	DefaultActivationTimeout    = 15 * time.Second
 	DefaultActivationBackoff    = 250 * time.Millisecond
@@ -93,6 +102,9 @@ func (o *Options) setDefaults() {
 		o.MaxHeld = DefaultMaxHeld
 	}
 	setDuration(&o.RetryAfter, DefaultRetryAfter)
+	if o.ReadAheadBytes <= 0 {
+		o.ReadAheadBytes = DefaultReadAheadBytes
+	}
 	setDuration(&o.DialTimeout, DefaultDialTimeout)
 	setDuration(&o.ReadHeaderTimeout, DefaultReadHeaderTimeout)
 	setDuration(&o.IdleTimeout, DefaultIdleTimeout)

@@ -3,10 +3,15 @@ package resolver
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/http/httptrace"
+	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -154,20 +159,23 @@ func TestGRPCUnaryAndServerStreamingOverH2C(t *testing.T) {
 }
 
 // tcpEchoAfterEOF reads the whole request until the client half-closes, then
-// answers with it and closes: it only works if half-close is passed on.
-func tcpEchoAfterEOF(t *testing.T) string {
+// answers with it and closes: it only works if half-close is passed on. A
+// value on accepted marks each connection it accepts.
+func tcpEchoAfterEOF(t *testing.T) (addr string, accepted <-chan struct{}) {
 	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { l.Close() })
+	acc := make(chan struct{}, 10)
 	go func() {
 		for {
 			c, err := l.Accept()
 			if err != nil {
 				return
 			}
+			acc <- struct{}{}
 			go func() {
 				defer c.Close()
 				data, err := io.ReadAll(c)
@@ -178,12 +186,15 @@ func tcpEchoAfterEOF(t *testing.T) string {
 			}()
 		}
 	}()
-	return l.Addr().String()
+	return l.Addr().String(), acc
 }
 
+// TestTCPHeldThenSplicedWithHalfClose: bytes sent while held are replayed,
+// and a half-close once spliced is passed on. (A half-close while held
+// cannot be told from a client leaving; see held_test.go.)
 func TestTCPHeldThenSplicedWithHalfClose(t *testing.T) {
 	h := newHarness(t, 1, nil)
-	upAddr := tcpEchoAfterEOF(t)
+	upAddr, accepted := tcpEchoAfterEOF(t)
 	h.mapPort("db", "dbsvc", nil, h.proxyPort(0, "postgres", ""))
 
 	c, err := net.Dial("tcp", h.addr(0))
@@ -195,11 +206,16 @@ func TestTCPHeldThenSplicedWithHalfClose(t *testing.T) {
 	if _, err := c.Write([]byte("hello over tcp")); err != nil {
 		t.Fatal(err)
 	}
+	h.act.waitCalled(t)
+	h.ready("dbsvc", "dbsvc-abc", "postgres", upAddr)
+	select {
+	case <-accepted:
+	case <-time.After(waitTimeout):
+		t.Fatal("the held connection was not forwarded")
+	}
 	if err := c.(*net.TCPConn).CloseWrite(); err != nil {
 		t.Fatal(err)
 	}
-	h.act.waitCalled(t)
-	h.ready("dbsvc", "dbsvc-abc", "postgres", upAddr)
 	got, err := io.ReadAll(c)
 	if err != nil || string(got) != "echo: hello over tcp" {
 		t.Fatalf("read %q, %v", got, err)
@@ -208,22 +224,9 @@ func TestTCPHeldThenSplicedWithHalfClose(t *testing.T) {
 
 func TestTCPInteractiveSplice(t *testing.T) {
 	h := newHarness(t, 1, nil)
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { l.Close() })
-	go func() {
-		for {
-			c, err := l.Accept()
-			if err != nil {
-				return
-			}
-			go func() { defer c.Close(); _, _ = io.Copy(c, c) }()
-		}
-	}()
+	up := newTCPRecorder(t)
 	h.mapPort("db", "dbsvc", nil, h.proxyPort(0, "redis", ""))
-	h.ready("dbsvc", "dbsvc-abc", "redis", l.Addr().String())
+	h.ready("dbsvc", "dbsvc-abc", "redis", up.addr())
 	c, err := net.Dial("tcp", h.addr(0))
 	if err != nil {
 		t.Fatal(err)
@@ -291,5 +294,67 @@ func TestTCPTimeoutAndQueueFullClose(t *testing.T) {
 	}
 	if v := testutil.ToFloat64(h.r.metrics.Rejected.WithLabelValues("ns", "mq", ReasonQueueFull)); v != 1 {
 		t.Errorf("rejected{queue_full} = %v, want 1", v)
+	}
+}
+
+// TestH2CBalancedAcrossEndpoints: requests multiplexed on one client
+// connection are spread over the ready endpoints, as HTTP/1.1 requests are,
+// instead of all riding one upstream connection to one pod.
+func TestH2CBalancedAcrossEndpoints(t *testing.T) {
+	const n = 20
+	h := newHarness(t, 1, nil)
+	// Every upstream answers only once all n requests have arrived, so the
+	// n streams are open on the client's connection together, before the
+	// first answer's GOAWAY moves the client off the resolver.
+	var arrived atomic.Int32
+	all := make(chan struct{})
+	pod := func(name string) string {
+		return upstreamAddr(startH2C(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if arrived.Add(1) == n {
+				close(all)
+			}
+			select {
+			case <-all:
+			case <-r.Context().Done():
+				return
+			}
+			fmt.Fprint(w, name)
+		})))
+	}
+	h.mapPort("web", "grpcsvc", nil, h.proxyPort(0, "grpc", ""))
+	h.ready("grpcsvc", "grpcsvc-a", "grpc", pod("a"))
+	h.ready("grpcsvc", "grpcsvc-b", "grpc", pod("b"))
+
+	c := h2cClient()
+	var mu sync.Mutex
+	clientConns := map[string]bool{}
+	perPod := map[string]int{}
+	var wg sync.WaitGroup
+	for range n {
+		wg.Go(func() {
+			trace := &httptrace.ClientTrace{GotConn: func(info httptrace.GotConnInfo) {
+				mu.Lock()
+				clientConns[info.Conn.LocalAddr().String()] = true
+				mu.Unlock()
+			}}
+			req, _ := http.NewRequestWithContext(httptrace.WithClientTrace(context.Background(), trace), http.MethodPost, "http://"+h.addr(0)+"/rpc", strings.NewReader("msg"))
+			resp, err := c.Do(req)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			defer resp.Body.Close()
+			b, _ := io.ReadAll(resp.Body)
+			mu.Lock()
+			perPod[string(b)]++
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+	if len(clientConns) != 1 {
+		t.Fatalf("the client used %d connections; the test needs its requests on one", len(clientConns))
+	}
+	if perPod["a"] == 0 || perPod["b"] == 0 || perPod["a"]+perPod["b"] != n {
+		t.Fatalf("requests per pod = %v; want all %d spread over both", perPod, n)
 	}
 }

@@ -46,12 +46,12 @@ func newUpstreams(dial func(ctx context.Context, network, addr string) (net.Conn
 
 // pick chooses the pool: gRPC and h2c ports, and clients that already speak
 // HTTP/2 cleartext, go upstream over HTTP/2; the rest over HTTP/1.1, which
-// also carries WebSocket upgrades.
-func (u upstreams) pick(t Target, req *http.Request) http.RoundTripper {
+// also carries WebSocket upgrades. multiplexed says the pool is HTTP/2.
+func (u upstreams) pick(t Target, req *http.Request) (rt http.RoundTripper, multiplexed bool) {
 	if t.H2C() || req.ProtoMajor == 2 {
-		return u.h2
+		return u.h2, true
 	}
-	return u.h1
+	return u.h1, false
 }
 
 // forward is the last handler of the chain. It reads the request's route
@@ -63,17 +63,36 @@ func (r *Resolver) forward(w http.ResponseWriter, req *http.Request) {
 		r.misrouted(w)
 		return
 	}
-	r.reverseProxy(rt.target, r.upstreams.pick(rt.target, req)).ServeHTTP(w, req)
+	transport, multiplexed := r.upstreams.pick(rt.target, req)
+	host := rt.target.portKey()
+	if multiplexed {
+		// An HTTP/2 connection carries every request of its pool key, so
+		// keyed by the Service port all of them would reach one pod. Keyed
+		// by a ready endpoint chosen per request, the pool keeps one
+		// connection per pod and requests rotate across them, as new
+		// HTTP/1.1 connections do. The dialer still dials only ready
+		// endpoints; if none is left, it waits as for HTTP/1.1.
+		if c := r.endpoints.Candidates(rt.target.Service, rt.target.PortName); len(c) > 0 {
+			host = c[0]
+		}
+	}
+	r.reverseProxy(rt.target, transport, host).ServeHTTP(w, req)
 }
 
-// reverseProxy forwards to t through transport. It is cheap to build: the
-// pools live in transport, and the proxy itself holds no state.
-func (r *Resolver) reverseProxy(t Target, transport http.RoundTripper) *httputil.ReverseProxy {
+// reverseProxy forwards to t through transport, under the pool key host.
+// It is cheap to build: the pools live in transport, and the proxy itself
+// holds no state.
+func (r *Resolver) reverseProxy(t Target, transport http.RoundTripper, host string) *httputil.ReverseProxy {
 	es := t.ElastiService
 	return &httputil.ReverseProxy{
 		Rewrite: func(pr *httputil.ProxyRequest) {
 			pr.Out.URL.Scheme = "http"
-			pr.Out.URL.Host = t.portKey()
+			pr.Out.URL.Host = host
+			// The query goes on byte for byte, as it would reach the pod in
+			// serve mode: ReverseProxy re-encodes one it cannot parse
+			// (sorted, re-escaped, bad pairs dropped), which breaks signed
+			// URLs. The resolver never reads the query itself.
+			pr.Out.URL.RawQuery = pr.In.URL.RawQuery
 			// Out.Host stays In.Host: the pod sees the Host the client sent.
 			// The resolver sits transparently in the Service's path, so what
 			// an ingress in front already set is kept and extended.

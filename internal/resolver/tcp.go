@@ -3,49 +3,85 @@ package resolver
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"time"
 )
 
-// heldConn watches a TCP client while its connection is held. It reads at
-// most one chunk: that tells a client that gave up (EOF or error before any
-// byte) from one that sent its request and perhaps half-closed (bytes, maybe
-// followed by EOF), without reading more than the resolver has to keep.
+// heldConn watches a TCP client while its connection is held. It reads
+// for the whole hold, into a buffer bounded by limit, because reading is
+// the only way to see a client leave: EOF or an error before the release
+// means the client is gone. A half-close looks exactly like a close on the
+// wire, so it counts as gone too. A client that sends more than limit while
+// held can no longer be watched, and its connection is not held on.
 type heldConn struct {
 	net.Conn
-	gone    chan struct{} // closed when the client left before sending anything
-	read    chan struct{} // closed when the watching read returned
+	limit int
+	// ended delivers ErrClientGone or ErrReadAheadFull to the hold, once.
+	ended chan error
+	// done is closed when the watching reads stopped; pending and err are
+	// the watcher's until then.
+	done    chan struct{}
 	pending []byte
-	eof     bool
+	err     error
 }
 
-func watchHeld(c net.Conn) *heldConn {
-	h := &heldConn{Conn: c, gone: make(chan struct{}), read: make(chan struct{})}
-	go func() {
-		defer close(h.read)
-		buf := make([]byte, 32<<10)
-		n, err := c.Read(buf)
-		h.pending = buf[:n]
-		switch {
-		case n > 0:
-			h.eof = errors.Is(err, io.EOF)
-		case isTimeout(err):
-			// stopWatching interrupted the read: nothing happened.
-		case err != nil:
-			close(h.gone)
+// watchHeld starts watching c. Its watch method is the hold's watchFunc, so
+// a connection that goes through at once is never watched.
+func watchHeld(c net.Conn, limit int) *heldConn {
+	return &heldConn{Conn: c, limit: limit, ended: make(chan error, 1)}
+}
+
+func (h *heldConn) watch() <-chan error {
+	h.done = make(chan struct{})
+	go h.run()
+	return h.ended
+}
+
+func (h *heldConn) run() {
+	defer close(h.done)
+	buf := make([]byte, 0, min(h.limit+1, 4<<10))
+	for {
+		if len(buf) == cap(buf) {
+			if len(buf) > h.limit {
+				h.err = ErrReadAheadFull
+				h.ended <- h.err
+				return
+			}
+			// Grow to at most one byte past the bound: reaching it means
+			// the client really sent more than limit.
+			grown := make([]byte, len(buf), min(2*cap(buf), h.limit+1))
+			copy(grown, buf)
+			buf = grown
 		}
-	}()
-	return h
+		n, err := h.Conn.Read(buf[len(buf):cap(buf)])
+		buf = buf[:len(buf)+n]
+		h.pending = buf
+		if err != nil {
+			if !isTimeout(err) {
+				// EOF (close or half-close) or a reset.
+				h.err = fmt.Errorf("%w: %w", ErrClientGone, err)
+				h.ended <- h.err
+			}
+			// A timeout is stopWatching interrupting the read.
+			return
+		}
+	}
 }
 
-// stopWatching ends the watching read and returns what it read. Afterwards
+// stopWatching ends the watching reads and returns what they read, and why
+// they ended early if they did (ErrClientGone, ErrReadAheadFull). It also
+// catches a client that left just as the hold let it through. Afterwards
 // the connection is the caller's alone.
-func (h *heldConn) stopWatching() (pending []byte, eof bool) {
+func (h *heldConn) stopWatching() (pending []byte, err error) {
+	if h.done == nil {
+		return nil, nil
+	}
 	_ = h.SetReadDeadline(time.Unix(1, 0))
-	<-h.read
+	<-h.done
 	_ = h.SetReadDeadline(time.Time{})
-	return h.pending, h.eof
+	return h.pending, h.err
 }
 
 func isTimeout(err error) bool {
@@ -54,23 +90,20 @@ func isTimeout(err error) bool {
 }
 
 // serveTCP holds a TCP connection until its Target has a ready endpoint,
-// dials one, and splices the two. A full queue, a hold timeout or a failed
-// dial close the client connection: TCP has no way to say more.
+// dials one, replays what was read while holding, and splices the two. A
+// full queue, a hold timeout, a client that left or sent more than the
+// read-ahead bound, or a failed dial close the client connection: TCP has
+// no way to say more.
 func (r *Resolver) serveTCP(c net.Conn, t Target) {
 	defer c.Close()
 	log := r.opts.Log.WithValues("elastiservice", t.ElastiService.String())
-	h := watchHeld(c)
-	ctx, cancel := context.WithCancel(r.stopCtx)
-	defer cancel()
-	go func() {
-		select {
-		case <-h.gone:
-			cancel()
-		case <-ctx.Done():
-		}
-	}()
-	deadline, err := r.hold(ctx, t)
-	pending, eof := h.stopWatching()
+	h := watchHeld(c, r.opts.ReadAheadBytes)
+	deadline, err := r.hold(r.stopCtx, t, h.watch)
+	pending, werr := h.stopWatching()
+	if err == nil && errors.Is(werr, ErrClientGone) {
+		// Gone as the hold let it through: still never forwarded.
+		err = werr
+	}
 	if err != nil {
 		if errors.Is(err, ErrStopping) {
 			r.metrics.reject(t.ElastiService, ReasonDraining)
@@ -78,8 +111,8 @@ func (r *Resolver) serveTCP(c net.Conn, t Target) {
 		log.V(1).Info("TCP connection not forwarded", "reason", err.Error())
 		return
 	}
-	dctx, dcancel := context.WithDeadline(ctx, deadline)
-	up, err := r.dialer.dial(dctx, t)
+	dctx, dcancel := context.WithDeadline(r.stopCtx, deadline)
+	up, err := r.dialer.dial(dctx, t, "")
 	dcancel()
 	if err != nil {
 		r.metrics.reject(t.ElastiService, ReasonDialFailed)
@@ -94,22 +127,15 @@ func (r *Resolver) serveTCP(c net.Conn, t Target) {
 			return
 		}
 	}
-	if eof {
-		closeWrite(up)
-	}
-	splice(c, up, eof)
+	splice(c, up)
 }
 
 // splice copies both ways until both directions are done, passing each
 // half-close on to the other side. If one direction fails, both connections
 // are closed so the other copy ends too.
-func splice(client, up net.Conn, clientDone bool) {
+func splice(client, up net.Conn) {
 	errc := make(chan error, 1)
 	go func() {
-		if clientDone {
-			errc <- nil
-			return
-		}
 		_, err := io.Copy(up, client)
 		closeWrite(up)
 		errc <- err

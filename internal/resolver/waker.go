@@ -83,7 +83,16 @@ func (w *waker) stillNeeded(t Target) bool {
 func (w *waker) run(ctx context.Context, t Target) {
 	log := w.log.WithValues("elastiservice", t.ElastiService.String())
 	backoff := w.initialBackoff
-	for w.stillNeeded(t) {
+	// The first call is made whatever stillNeeded says by now: the loop was
+	// started for a request held while no endpoint was ready, and one that
+	// already left the queue may still want the target, such as an upload
+	// refused at once for passing the read-ahead bound, whose client
+	// retries after Retry-After.
+	for first := true; first || w.stillNeeded(t); first = false {
+		// Taken before the call, so that the target turning ready during
+		// the call still ends this loop; otherwise a later sleep would find
+		// it waiting out the refresh interval instead of calling at once.
+		changed := w.changed(t)
 		callCtx, cancel := context.WithTimeout(ctx, w.callTimeout)
 		resp, err := w.activator.Activate(callCtx, t.ElastiService.Namespace, t.ElastiService.Name)
 		cancel()
@@ -101,23 +110,24 @@ func (w *waker) run(ctx context.Context, t Target) {
 			log.Error(err, "activation failed", "result", result, "retryIn", backoff)
 			wait, backoff = backoff, min(2*backoff, w.maxBackoff)
 		}
-		if !w.wait(ctx, t, wait) {
+		if !w.wait(ctx, t, wait, changed) {
 			return
 		}
 	}
 }
 
 // wait sleeps until d has passed, and reports whether the loop goes on. It
-// ends the loop early when an endpoint change shows the target no longer
-// needs waking, or when ctx is done.
-func (w *waker) wait(ctx context.Context, t Target, d time.Duration) bool {
+// ends the loop early when an endpoint change (the first one on changed)
+// shows the target no longer needs waking, or when ctx is done.
+func (w *waker) wait(ctx context.Context, t Target, d time.Duration, changed <-chan struct{}) bool {
 	timer := w.clock.NewTimer(d)
 	defer timer.Stop()
 	for {
 		select {
 		case <-timer.C():
 			return true
-		case <-w.changed(t):
+		case <-changed:
+			changed = w.changed(t)
 			if !w.stillNeeded(t) {
 				return false
 			}

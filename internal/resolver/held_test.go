@@ -1,0 +1,355 @@
+package resolver
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+)
+
+// Held means watched: a held request or connection whose client left is
+// never forwarded, whatever it had sent, and its slot is freed at once.
+
+// dialRaw opens a plain TCP connection to the resolver.
+func dialRaw(t *testing.T, addr string) *net.TCPConn {
+	t.Helper()
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	_ = c.SetDeadline(time.Now().Add(waitTimeout))
+	return c.(*net.TCPConn)
+}
+
+// leave ends a client connection the way a client gives up.
+var leave = map[string]func(c *net.TCPConn){
+	"close": func(c *net.TCPConn) { c.Close() },
+	"reset": func(c *net.TCPConn) { _ = c.SetLinger(0); c.Close() },
+}
+
+// probe sends one request through the resolver once the target is ready;
+// it proves the path works, so that an upstream that saw nothing else saw
+// nothing because nothing else was forwarded.
+func probe(t *testing.T, h *harness) {
+	t.Helper()
+	r := get(h.client(), context.Background(), "http://"+h.addr(0)+"/probe", nil)
+	if r.err != nil || r.status != http.StatusOK {
+		t.Fatalf("probe: status %d err %v body %q", r.status, r.err, r.body)
+	}
+}
+
+func TestHeldHTTP1ClientGoneIsNeverForwarded(t *testing.T) {
+	for _, tc := range []struct {
+		name, raw, leave string
+	}{
+		{"POST with a complete body, then close", "POST /charge HTTP/1.1\r\nHost: web\r\nContent-Length: 11\r\n\r\namount=1234", "close"},
+		{"POST with a complete body, then reset", "POST /charge HTTP/1.1\r\nHost: web\r\nContent-Length: 11\r\n\r\namount=1234", "reset"},
+		{"chunked POST, then close", "POST /charge HTTP/1.1\r\nHost: web\r\nTransfer-Encoding: chunked\r\n\r\nb\r\namount=1234\r\n0\r\n\r\n", "close"},
+		{"POST cut short, then close", "POST /charge HTTP/1.1\r\nHost: web\r\nContent-Length: 100\r\n\r\namount=", "close"},
+		{"GET, then close", "GET /charge HTTP/1.1\r\nHost: web\r\n\r\n", "close"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newHarness(t, 1, nil)
+			up := newRecordingUpstream(t)
+			h.mapPort("web", "websvc", nil, h.proxyPort(0, "http", ""))
+			c := dialRaw(t, h.addr(0))
+			if _, err := c.Write([]byte(tc.raw)); err != nil {
+				t.Fatal(err)
+			}
+			h.eventually("the request is held", func() bool { return h.held("web") == 1 })
+			leave[tc.leave](c)
+			h.waitReleased("web")
+
+			h.ready("websvc", "websvc-abc", "http", up.addr())
+			probe(t, h)
+			got := up.requests()
+			if len(got) != 1 || got[0].uri != "/probe" {
+				t.Fatalf("upstream executed %+v; want only the probe: the departed request must never be forwarded", got)
+			}
+		})
+	}
+}
+
+func TestHeldH2CClientGoneIsNeverForwarded(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		body func() io.Reader
+	}{
+		{"stream still open", func() io.Reader {
+			pr, pw := io.Pipe()
+			go func() { _, _ = pw.Write([]byte("amount=")) }() // and never ends
+			return pr
+		}},
+		{"complete body", func() io.Reader { return strings.NewReader("amount=1234") }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newHarness(t, 1, nil)
+			up := newRecordingUpstream(t)
+			h.mapPort("web", "websvc", nil, h.proxyPort(0, "h2c", ""))
+			c := h2cClient()
+			ctx, cancel := context.WithCancel(context.Background())
+			req, _ := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+h.addr(0)+"/charge", tc.body())
+			done := make(chan error, 1)
+			go func() {
+				resp, err := c.Do(req)
+				if err == nil {
+					resp.Body.Close()
+				}
+				done <- err
+			}()
+			h.eventually("the request is held", func() bool { return h.held("web") == 1 })
+			cancel() // RST_STREAM; the connection stays
+			<-done
+			h.waitReleased("web")
+
+			h.ready("websvc", "websvc-abc", "h2c", up.addr())
+			resp, err := c.Get("http://" + h.addr(0) + "/probe")
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			got := up.requests()
+			if len(got) != 1 || got[0].uri != "/probe" {
+				t.Fatalf("upstream executed %+v; want only the probe", got)
+			}
+		})
+	}
+}
+
+func TestHeldPOSTDeliveredOnceWithFullBody(t *testing.T) {
+	t.Run("whole body while held", func(t *testing.T) {
+		h := newHarness(t, 1, nil)
+		up := newRecordingUpstream(t)
+		h.mapPort("web", "websvc", nil, h.proxyPort(0, "http", ""))
+		body := bytes.Repeat([]byte("0123456789abcdef"), 3<<10) // 48 KiB, under the default bound
+		done := make(chan result, 1)
+		go func() {
+			resp, err := h.client().Post("http://"+h.addr(0)+"/charge", "application/octet-stream", bytes.NewReader(body))
+			if err != nil {
+				done <- result{err: err}
+				return
+			}
+			defer resp.Body.Close()
+			b, _ := io.ReadAll(resp.Body)
+			done <- result{status: resp.StatusCode, body: string(b)}
+		}()
+		h.eventually("the request is held", func() bool { return h.held("web") == 1 })
+		h.ready("websvc", "websvc-abc", "http", up.addr())
+		r := <-done
+		if r.err != nil || r.status != http.StatusOK {
+			t.Fatalf("status %d err %v", r.status, r.err)
+		}
+		want := []seenRequest{{method: "POST", uri: "/charge", proto: "HTTP/1.1", body: string(body)}}
+		if diff := cmp.Diff(want, up.requests(), cmp.AllowUnexported(seenRequest{})); diff != "" {
+			t.Errorf("upstream executed (-want +got):\n%s", diff)
+		}
+	})
+
+	// The rest of a body that arrives after the release streams on, beyond
+	// the read-ahead bound too (a chunked body: one declared longer than the
+	// bound is not held at all); a body of exactly the bound is held.
+	chunk := func(s string) string { return fmt.Sprintf("%x\r\n%s\r\n", len(s), s) }
+	a, b := strings.Repeat("a", 500), strings.Repeat("b", 2499)+"!"
+	exact := strings.Repeat("x", 1023) + "!"
+	for _, tc := range []struct {
+		name            string
+		whileHeld, rest string
+		body            string
+	}{
+		{
+			"rest after the release, past the bound",
+			"POST /charge HTTP/1.1\r\nHost: web\r\nTransfer-Encoding: chunked\r\n\r\n" + chunk(a),
+			chunk(b[:1000]) + chunk(b[1000:]) + "0\r\n\r\n",
+			a + b,
+		},
+		{
+			"exactly the bound",
+			"POST /charge HTTP/1.1\r\nHost: web\r\nContent-Length: 1024\r\n\r\n" + exact,
+			"",
+			exact,
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newHarness(t, 1, func(o *Options) { o.ReadAheadBytes = 1024 })
+			up := newRecordingUpstream(t)
+			h.mapPort("web", "websvc", nil, h.proxyPort(0, "http", ""))
+			c := dialRaw(t, h.addr(0))
+			if _, err := c.Write([]byte(tc.whileHeld)); err != nil {
+				t.Fatal(err)
+			}
+			h.eventually("the request is held", func() bool { return h.held("web") == 1 })
+			h.ready("websvc", "websvc-abc", "http", up.addr())
+			h.waitReleased("web")
+			if _, err := c.Write([]byte(tc.rest)); err != nil {
+				t.Fatal(err)
+			}
+			resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, _ := io.ReadAll(resp.Body)
+			if resp.StatusCode != http.StatusOK || string(got) != fmt.Sprintf("POST %d", len(tc.body)) {
+				t.Fatalf("status %d body %q", resp.StatusCode, got)
+			}
+			seen := up.requests()
+			if len(seen) != 1 || seen[0].body != tc.body {
+				t.Fatalf("upstream executed %d requests (want 1), body intact: %v", len(seen), len(seen) == 1 && seen[0].body == tc.body)
+			}
+		})
+	}
+}
+
+func TestHeldBodyOverReadAheadBoundGets503(t *testing.T) {
+	const bound = 1024
+	h := newHarness(t, 1, func(o *Options) { o.ReadAheadBytes = bound })
+	up := newRecordingUpstream(t)
+	h.mapPort("web", "websvc", nil, h.proxyPort(0, "http", ""))
+	chunked := strings.Repeat("200\r\n"+strings.Repeat("y", 0x200)+"\r\n", 8) + "0\r\n\r\n"
+	for name, raw := range map[string]string{
+		"declared length over the bound": "POST /upload HTTP/1.1\r\nHost: web\r\nContent-Length: 4096\r\n\r\n" + strings.Repeat("y", 4096),
+		"chunked body over the bound":    "POST /upload HTTP/1.1\r\nHost: web\r\nTransfer-Encoding: chunked\r\n\r\n" + chunked,
+	} {
+		c := dialRaw(t, h.addr(0))
+		go func() { _, _ = c.Write([]byte(raw)) }()
+		resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusServiceUnavailable || resp.Header.Get("Retry-After") == "" || !resp.Close {
+			t.Errorf("%s: status %d Retry-After %q close %v; want 503 with Retry-After and Connection: close",
+				name, resp.StatusCode, resp.Header.Get("Retry-After"), resp.Close)
+		}
+	}
+	h.waitReleased("web")
+	if v := testutil.ToFloat64(h.r.metrics.Rejected.WithLabelValues("ns", "web", ReasonReadAheadFull)); v != 2 {
+		t.Errorf("rejected{read_ahead_full} = %v, want 2", v)
+	}
+	h.ready("websvc", "websvc-abc", "http", up.addr())
+	probe(t, h)
+	if got := up.requests(); len(got) != 1 || got[0].uri != "/probe" {
+		t.Fatalf("upstream executed %+v; want only the probe", got)
+	}
+}
+
+// TestOversizedUploadStillWakesTarget: a request refused at once for its
+// declared size has left the hold queue before the activation loop looks,
+// yet the target must wake, or the client's retries would never succeed.
+func TestOversizedUploadStillWakesTarget(t *testing.T) {
+	h := newHarness(t, 1, func(o *Options) { o.ReadAheadBytes = 1024 })
+	h.mapPort("web", "websvc", nil, h.proxyPort(0, "http", ""))
+	c := dialRaw(t, h.addr(0))
+	if _, err := c.Write([]byte("POST /upload HTTP/1.1\r\nHost: web\r\nContent-Length: 4096\r\nExpect: 100-continue\r\n\r\n")); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+	if err != nil || resp.StatusCode != http.StatusServiceUnavailable {
+		t.Fatalf("response %v, %v; want 503", resp, err)
+	}
+	if got := h.act.waitCalled(t); got != "ns/web" {
+		t.Errorf("activation for %q, want ns/web", got)
+	}
+}
+
+func TestHeldTCPClientGoneIsNeverDialed(t *testing.T) {
+	for _, how := range []string{"close", "reset", "half-close"} {
+		t.Run(how, func(t *testing.T) {
+			h := newHarness(t, 1, nil)
+			up := newTCPRecorder(t)
+			h.mapPort("db", "dbsvc", nil, h.proxyPort(0, "postgres", ""))
+			c := dialRaw(t, h.addr(0))
+			h.eventually("the connection is held", func() bool { return h.held("db") == 1 })
+			if _, err := c.Write([]byte("INSERT INTO charges VALUES (1234)")); err != nil {
+				t.Fatal(err)
+			}
+			if how == "half-close" {
+				// Looks the same as a close on the wire.
+				_ = c.CloseWrite()
+			} else {
+				leave[how](c)
+			}
+			h.waitReleased("db")
+
+			h.ready("dbsvc", "dbsvc-abc", "postgres", up.addr())
+			p := dialRaw(t, h.addr(0))
+			if _, err := p.Write([]byte("probe")); err != nil {
+				t.Fatal(err)
+			}
+			buf := make([]byte, 5)
+			if _, err := io.ReadFull(p, buf); err != nil || string(buf) != "probe" {
+				t.Fatalf("probe echo = %q, %v", buf, err)
+			}
+			if n := up.connections(); n != 1 {
+				t.Fatalf("upstream accepted %d connections; want only the probe's", n)
+			}
+		})
+	}
+}
+
+func TestHeldTCPOverReadAheadBoundIsClosed(t *testing.T) {
+	h := newHarness(t, 1, func(o *Options) { o.ReadAheadBytes = 1024 })
+	up := newTCPRecorder(t)
+	h.mapPort("db", "dbsvc", nil, h.proxyPort(0, "postgres", ""))
+	c := dialRaw(t, h.addr(0))
+	go func() { _, _ = c.Write(bytes.Repeat([]byte("z"), 4096)) }()
+	if n, err := c.Read(make([]byte, 1)); n != 0 || err == nil {
+		t.Fatalf("read %d bytes, err %v; want the connection closed", n, err)
+	}
+	h.waitReleased("db")
+	if v := testutil.ToFloat64(h.r.metrics.Rejected.WithLabelValues("ns", "db", ReasonReadAheadFull)); v != 1 {
+		t.Errorf("rejected{read_ahead_full} = %v, want 1", v)
+	}
+	h.ready("dbsvc", "dbsvc-abc", "postgres", up.addr())
+	p := dialRaw(t, h.addr(0))
+	if _, err := p.Write([]byte("probe")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := io.ReadFull(p, make([]byte, 5)); err != nil {
+		t.Fatal(err)
+	}
+	if n := up.connections(); n != 1 {
+		t.Fatalf("upstream accepted %d connections; want only the probe's", n)
+	}
+}
+
+func TestHeldTCPDataReplayedInOrder(t *testing.T) {
+	h := newHarness(t, 1, nil)
+	up := newTCPRecorder(t)
+	h.mapPort("db", "dbsvc", nil, h.proxyPort(0, "redis", ""))
+	c := dialRaw(t, h.addr(0))
+	h.eventually("the connection is held", func() bool { return h.held("db") == 1 })
+	// 60 KiB in three writes: more than one read, under the default bound.
+	var sent []byte
+	for i := range 3 {
+		part := bytes.Repeat([]byte{byte('a' + i)}, 20<<10)
+		sent = append(sent, part...)
+		if _, err := c.Write(part); err != nil {
+			t.Fatal(err)
+		}
+	}
+	h.ready("dbsvc", "dbsvc-abc", "redis", up.addr())
+	got := make([]byte, len(sent))
+	if _, err := io.ReadFull(c, got); err != nil || !bytes.Equal(got, sent) {
+		t.Fatalf("echo of the held bytes: equal %v, err %v", bytes.Equal(got, sent), err)
+	}
+	// Once spliced, a half-close is passed on, and the pod's close back.
+	if err := c.CloseWrite(); err != nil {
+		t.Fatal(err)
+	}
+	if rest, err := io.ReadAll(c); err != nil || len(rest) != 0 {
+		t.Fatalf("after half-close: %q, %v; want EOF", rest, err)
+	}
+	if n := up.connections(); n != 1 {
+		t.Errorf("upstream accepted %d connections, want 1", n)
+	}
+}
