@@ -32,7 +32,10 @@ func wantGone(ns, name string) func() error {
 		if apierrors.IsNotFound(err) {
 			return nil
 		}
-		return fmt.Errorf("ElastiService %s/%s still there: %v", ns, name, err)
+		if err != nil {
+			return fmt.Errorf("get ElastiService %s/%s: %w", ns, name, err)
+		}
+		return fmt.Errorf("ElastiService %s/%s still there", ns, name)
 	}
 }
 

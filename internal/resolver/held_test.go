@@ -109,7 +109,9 @@ func TestHeldH2CClientGoneIsNeverForwarded(t *testing.T) {
 			}()
 			h.eventually("the request is held", func() bool { return h.held("web") == 1 })
 			cancel() // RST_STREAM; the connection stays
-			<-done
+			if err := <-done; err == nil {
+				t.Fatal("the cancelled held request got an answer")
+			}
 			h.waitReleased("web")
 
 			h.ready("websvc", "websvc-abc", "h2c", up.addr())

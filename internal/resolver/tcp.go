@@ -55,7 +55,7 @@ func (h *heldConn) run() {
 			copy(grown, buf)
 			buf = grown
 		}
-		n, err := h.Conn.Read(buf[len(buf):cap(buf)])
+		n, err := h.Read(buf[len(buf):cap(buf)])
 		buf = buf[:len(buf)+n]
 		h.pending = buf
 		if err != nil {
