@@ -196,15 +196,37 @@ func (e *Endpoints) AnyReady(svc types.NamespacedName) bool {
 func (e *Endpoints) Candidates(svc types.NamespacedName, portName string) []string {
 	e.mu.RLock()
 	defer e.mu.RUnlock()
-	se, ok := e.services[svc]
-	if !ok || len(se.ready[portName]) == 0 {
+	addrs, start := e.rotateLocked(svc, portName)
+	if len(addrs) == 0 {
 		return nil
 	}
-	addrs := se.ready[portName]
-	start := int((se.next.Add(1) - 1) % uint64(len(addrs)))
 	out := make([]string, 0, len(addrs))
 	out = append(out, addrs[start:]...)
 	return append(out, addrs[:start]...)
+}
+
+// Next returns the ready address of the Service port that Candidates would
+// list first, advancing the same rotation, without building the list: the
+// HTTP/2 path picks one per request.
+func (e *Endpoints) Next(svc types.NamespacedName, portName string) (string, bool) {
+	e.mu.RLock()
+	defer e.mu.RUnlock()
+	addrs, start := e.rotateLocked(svc, portName)
+	if len(addrs) == 0 {
+		return "", false
+	}
+	return addrs[start], true
+}
+
+// rotateLocked returns the ready addresses of a Service port and where this
+// call's turn of the rotation starts. The caller holds e.mu.
+func (e *Endpoints) rotateLocked(svc types.NamespacedName, portName string) (addrs []string, start int) {
+	se, ok := e.services[svc]
+	if !ok || len(se.ready[portName]) == 0 {
+		return nil, 0
+	}
+	addrs = se.ready[portName]
+	return addrs, int((se.next.Add(1) - 1) % uint64(len(addrs)))
 }
 
 // Changed returns a channel closed at the next change to the Service's

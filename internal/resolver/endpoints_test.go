@@ -164,6 +164,35 @@ func TestEndpointsCandidatesRotate(t *testing.T) {
 	}
 }
 
+// TestEndpointsNextIsCandidatesFirst: Next takes the same turn of the
+// rotation as Candidates, so HTTP/2 requests spread like new connections.
+func TestEndpointsNextIsCandidatesFirst(t *testing.T) {
+	svc := types.NamespacedName{Namespace: "ns", Name: "web"}
+	e := NewEndpoints()
+	e.Update(slice("ns", "web-1", "web", "http", 80, readyEP("10.0.0.1"), readyEP("10.0.0.2"), readyEP("10.0.0.3")))
+	firsts := map[string]int{}
+	for i := range 300 {
+		var first string
+		if i%2 == 0 {
+			addr, ok := e.Next(svc, "http")
+			if !ok {
+				t.Fatal("Next found no ready endpoint")
+			}
+			first = addr
+		} else {
+			first = e.Candidates(svc, "http")[0]
+		}
+		firsts[first]++
+	}
+	want := map[string]int{"10.0.0.1:80": 100, "10.0.0.2:80": 100, "10.0.0.3:80": 100}
+	if diff := cmp.Diff(want, firsts); diff != "" {
+		t.Errorf("first addresses (-want +got):\n%s", diff)
+	}
+	if addr, ok := e.Next(svc, "grpc"); ok {
+		t.Errorf("Next for a port with no endpoint = %q, want none", addr)
+	}
+}
+
 func TestEndpointsChangedFires(t *testing.T) {
 	svc := types.NamespacedName{Namespace: "ns", Name: "web"}
 	e := NewEndpoints()

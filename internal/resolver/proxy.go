@@ -72,8 +72,8 @@ func (r *Resolver) forward(w http.ResponseWriter, req *http.Request) {
 		// connection per pod and requests rotate across them, as new
 		// HTTP/1.1 connections do. The dialer still dials only ready
 		// endpoints; if none is left, it waits as for HTTP/1.1.
-		if c := r.endpoints.Candidates(rt.target.Service, rt.target.PortName); len(c) > 0 {
-			host = c[0]
+		if addr, ok := r.endpoints.Next(rt.target.Service, rt.target.PortName); ok {
+			host = addr
 		}
 	}
 	r.reverseProxy(rt.target, transport, host).ServeHTTP(w, req)
