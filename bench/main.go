@@ -136,7 +136,7 @@ func runMain(args []string) error {
 	microOnly := fs.Bool("micro-only", false, "run only the Go microbenchmarks (no cluster)")
 	runs := fs.Int("runs", 30, "cold-start runs (each of (c) and (d))")
 	microCount := fs.Int("micro-count", 5, "go test -count for the microbenchmarks")
-	cleanup := fs.Bool("cleanup", true, "delete the bench's namespaces at the end (hack/bench.sh turns it off when it takes the cluster down anyway)")
+	cleanup := fs.Bool("cleanup", os.Getenv(cluster.TeardownEnv) != "1", "delete the bench's namespaces at the end (default: unless `elasti-cluster run` takes the cluster down anyway)")
 	readme := fs.String("readme", "", "README whose benchmark table to rewrite from the results (hack/bench.sh passes README.md)")
 	since := fs.Int64("since", 0, "Unix time `make bench` started (for the duration in the file); default now")
 	if err := fs.Parse(args); err != nil {

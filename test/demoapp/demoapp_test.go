@@ -8,7 +8,10 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -34,7 +37,7 @@ func get(t *testing.T, url string) string {
 }
 
 func TestHTTPCountsRequestsAndEchoesWebSocket(t *testing.T) {
-	srv := httptest.NewServer(newHTTPHandler("pod-a", true))
+	srv := httptest.NewServer(newHTTPHandler("pod-a", true, nil, nil))
 	defer srv.Close()
 
 	if body := get(t, srv.URL+"/x"); body != "hello from pod-a: GET /x\n" {
@@ -63,9 +66,14 @@ func TestTCPEcho(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	path := filepath.Join(t.TempDir(), "executed")
+	executed, err := openLedger(path)
+	if err != nil {
+		t.Fatal(err)
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- serveTCPEcho(ctx, lis) }()
+	go func() { done <- serveTCPEcho(ctx, lis, executed) }()
 	conn, err := net.Dial("tcp", lis.Addr().String())
 	if err != nil {
 		t.Fatal(err)
@@ -79,6 +87,62 @@ func TestTCPEcho(t *testing.T) {
 	cancel()
 	if err := <-done; err != nil {
 		t.Errorf("serveTCPEcho: %v", err)
+	}
+	if got := readFile(t, path); got != "tcp ping_\n" {
+		t.Errorf("ledger = %q, want the connection's first bytes", got)
+	}
+}
+
+func readFile(t *testing.T, path string) string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+// TestHTTPLedgerBodyAndDrain: "/" reads the body, answers its size and
+// digest, and records the request ID only then; once draining, answers
+// carry Connection: close so keep-alive clients reconnect elsewhere.
+func TestHTTPLedgerBodyAndDrain(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "executed")
+	executed, err := openLedger(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var draining atomic.Bool
+	srv := httptest.NewServer(newHTTPHandler("pod-a", false, executed, &draining))
+	defer srv.Close()
+
+	post := func(id string) *http.Response {
+		t.Helper()
+		req, err := http.NewRequest(http.MethodPost, srv.URL+"/charge", strings.NewReader("abc"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set(RequestIDHeader, id)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		want := "hello from pod-a: POST /charge\nbody 3 bytes sha256 ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad\n"
+		if string(body) != want {
+			t.Errorf("body %q, want %q", body, want)
+		}
+		return resp
+	}
+	if resp := post("r-1"); resp.Close {
+		t.Error("Connection: close before draining")
+	}
+	draining.Store(true)
+	if resp := post("r-2"); !resp.Close {
+		t.Error("no Connection: close while draining")
+	}
+	if got := readFile(t, path); got != "http r-1\nhttp r-2\n" {
+		t.Errorf("ledger = %q", got)
 	}
 }
 

@@ -1,8 +1,11 @@
 package main
 
 import (
+	"crypto/sha256"
 	"fmt"
+	"io"
 	"net/http"
+	"sync/atomic"
 
 	"github.com/gorilla/websocket"
 	"github.com/prometheus/client_golang/prometheus"
@@ -10,10 +13,17 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
 
-// newHTTPHandler serves "/" (the pod's name), "/healthz", "/metrics" and,
-// when enabled, the WebSocket echo at "/ws". Requests to "/" and "/ws" count
-// in http_requests_total.
-func newHTTPHandler(name string, ws bool) http.Handler {
+// RequestIDHeader names a request in the ledger.
+const RequestIDHeader = "X-Request-Id"
+
+// newHTTPHandler serves "/" (the pod's name, and the size and SHA-256 of any
+// body), "/healthz", "/metrics" and, when enabled, the WebSocket echo at
+// "/ws". Requests to "/" and "/ws" count in http_requests_total; requests to
+// "/" are recorded in the ledger (by X-Request-Id) once their body is read.
+// While draining is set, every answer carries Connection: close, so a
+// keep-alive client opens its next request on a new connection, which
+// kube-proxy routes away from this terminating pod.
+func newHTTPHandler(name string, ws bool, executed *ledger, draining *atomic.Bool) http.Handler {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	requests := prometheus.NewCounterVec(prometheus.CounterOpts{
@@ -24,8 +34,18 @@ func newHTTPHandler(name string, ws bool) http.Handler {
 
 	mux := http.NewServeMux()
 	hello := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		h := sha256.New()
+		n, err := io.Copy(h, r.Body)
+		if err != nil {
+			http.Error(w, "read body: "+err.Error(), http.StatusBadRequest)
+			return
+		}
+		executed.record("http", r.Header.Get(RequestIDHeader))
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		fmt.Fprintf(w, "hello from %s: %s %s\n", name, r.Method, r.URL.Path)
+		if n > 0 {
+			fmt.Fprintf(w, "body %d bytes sha256 %x\n", n, h.Sum(nil))
+		}
 	})
 	mux.Handle("/", promhttp.InstrumentHandlerCounter(requests, hello))
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
@@ -33,7 +53,15 @@ func newHTTPHandler(name string, ws bool) http.Handler {
 	if ws {
 		mux.Handle("/ws", promhttp.InstrumentHandlerCounter(requests, http.HandlerFunc(wsEcho)))
 	}
-	return mux
+	if draining == nil {
+		return mux
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if draining.Load() {
+			w.Header().Set("Connection", "close")
+		}
+		mux.ServeHTTP(w, r)
+	})
 }
 
 var upgrader = websocket.Upgrader{CheckOrigin: func(*http.Request) bool { return true }}

@@ -8,13 +8,19 @@
 //   - plain TCP: echoes every byte back.
 //
 // -startup-delay (or STARTUP_DELAY) holds every listener closed for a while
-// at start, like an application that is slow to boot.
+// at start, like an application that is slow to boot. -executed-log (or
+// EXECUTED_LOG) names a file where every executed HTTP request (by its
+// X-Request-Id) and the first bytes of every TCP connection are appended:
+// the tests' proof of what ran.
 //
 // On SIGTERM it keeps serving for -drain (DRAIN, default 3s) before it closes
 // its listeners, as a well-behaved workload does: Kubernetes sends SIGTERM at
 // the same time as it removes the pod from the Service's endpoints, and
 // kube-proxy on every node needs a moment to stop sending the pod new
-// connections. An app that stops listening at once refuses those.
+// connections. An app that stops listening at once refuses those. During the
+// drain HTTP answers carry Connection: close, so keep-alive clients move to
+// a new connection, and gRPC gets a graceful GOAWAY when the drain ends.
+// DRAIN=0 is an app that exits at once on SIGTERM.
 package main
 
 import (
@@ -26,6 +32,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -36,6 +43,7 @@ type options struct {
 	httpAddr, grpcAddr, tcpAddr string
 	startupDelay, drain         time.Duration
 	websocket                   bool
+	executedLog                 string
 }
 
 func main() {
@@ -55,6 +63,7 @@ func main() {
 		os.Exit(2)
 	}
 	flag.DurationVar(&o.drain, "drain", drain, "keep serving this long after SIGTERM (env DRAIN)")
+	flag.StringVar(&o.executedLog, "executed-log", os.Getenv("EXECUTED_LOG"), "append every executed request to this file (env EXECUTED_LOG)")
 	flag.BoolVar(&o.websocket, "websocket", envOr("WEBSOCKET", "true") == "true", "serve the WebSocket echo at /ws (env WEBSOCKET)")
 	flag.Parse()
 
@@ -77,8 +86,13 @@ func run(stop context.Context, o options) error {
 			return nil
 		}
 	}
-	g, ctx := errgroup.WithContext(afterDrain(stop, o.drain))
-	httpSrv := &http.Server{Addr: o.httpAddr, Handler: newHTTPHandler(name, o.websocket), ReadHeaderTimeout: 10 * time.Second}
+	executed, err := openLedger(o.executedLog)
+	if err != nil {
+		return err
+	}
+	var draining atomic.Bool
+	g, ctx := errgroup.WithContext(afterDrain(stop, o.drain, &draining))
+	httpSrv := &http.Server{Addr: o.httpAddr, Handler: newHTTPHandler(name, o.websocket, executed, &draining), ReadHeaderTimeout: 10 * time.Second}
 	g.Go(func() error {
 		slog.Info("serving HTTP", "addr", o.httpAddr)
 		if err := httpSrv.ListenAndServe(); !errors.Is(err, http.ErrServerClosed) {
@@ -102,7 +116,7 @@ func run(stop context.Context, o options) error {
 			return err
 		}
 		slog.Info("serving TCP echo", "addr", o.tcpAddr)
-		g.Go(func() error { return serveTCPEcho(ctx, lis) })
+		g.Go(func() error { return serveTCPEcho(ctx, lis, executed) })
 	}
 	g.Go(func() error {
 		<-ctx.Done()
@@ -113,12 +127,14 @@ func run(stop context.Context, o options) error {
 	return g.Wait()
 }
 
-// afterDrain returns a context that ends drain after stop does.
-func afterDrain(stop context.Context, drain time.Duration) context.Context {
+// afterDrain returns a context that ends drain after stop does, and sets
+// draining in between.
+func afterDrain(stop context.Context, drain time.Duration, draining *atomic.Bool) context.Context {
 	ctx, cancel := context.WithCancel(context.WithoutCancel(stop))
 	go func() {
 		defer cancel()
 		<-stop.Done()
+		draining.Store(true)
 		slog.Info("stop requested: serving on while draining", "drain", drain)
 		time.Sleep(drain)
 	}()

@@ -8,8 +8,8 @@ import (
 )
 
 // serveTCPEcho copies every byte each connection sends back to it, until ctx
-// ends.
-func serveTCPEcho(ctx context.Context, lis net.Listener) error {
+// ends. The first bytes of each connection (up to 64) go into the ledger.
+func serveTCPEcho(ctx context.Context, lis net.Listener, executed *ledger) error {
 	go func() {
 		<-ctx.Done()
 		lis.Close()
@@ -24,6 +24,17 @@ func serveTCPEcho(ctx context.Context, lis net.Listener) error {
 		}
 		go func() {
 			defer conn.Close()
+			first := make([]byte, 64)
+			n, err := conn.Read(first)
+			if n > 0 {
+				executed.record("tcp", string(first[:n]))
+				if _, werr := conn.Write(first[:n]); werr != nil {
+					return
+				}
+			}
+			if err != nil {
+				return
+			}
 			_, _ = io.Copy(conn, conn)
 		}()
 	}

@@ -12,8 +12,10 @@ import (
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	elastiv1alpha1 "elasti.dev/elasti/api/v1alpha1"
 	"elasti.dev/elasti/internal/contract"
@@ -184,11 +186,26 @@ func TestResolversDeleted(t *testing.T) {
 }
 
 // TestOperatorKilledDuringWake: the leader operator pod is killed (grace 0)
-// as a request arrives at zero; the resolver keeps retrying the activation,
-// the other replica takes over and the held request is answered.
+// in the middle of a wake: after the resolver's activation call reached it
+// and it scaled the target up, and before the target has a ready endpoint
+// (the demo app boots in 8 s). The test proves the kill landed there: at the
+// kill the Deployment had replicas, the status said Waking, and no endpoint
+// was ready; the pod turned Ready only after the kill. The held request is
+// still answered, and the replica that takes over the lease finishes the
+// switch back to serve.
 func TestOperatorKilledDuringWake(t *testing.T) {
 	e := Get(t)
-	ns, clusterIP := sleepyDemoApp(t, e, idle)
+	e.InstallElasti(t)
+	ns := e.NewNamespace(t)
+	d := DemoAppDeployment(ns, "demoapp", 1)
+	withEnv(d, "STARTUP_DELAY", "8s")
+	e.Create(t, d, DemoAppService(ns, "demoapp"))
+	e.WaitReadyEndpoints(t, ns, "demoapp", 1, 2*time.Minute)
+	e.Create(t, e.ElastiServiceFor(ns, "demoapp", IdleQuery))
+	var svc corev1.Service
+	if err := e.Client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: "demoapp"}, &svc); err != nil {
+		t.Fatal(err)
+	}
 	e.WaitAsleep(t, ns, "demoapp", 2*time.Minute)
 	e.SetQuery(t, ns, "demoapp", BusyQuery)
 	t.Cleanup(func() {
@@ -212,35 +229,37 @@ func TestOperatorKilledDuringWake(t *testing.T) {
 		err  error
 		took time.Duration
 	}
-	leaderPod, err := e.Clientset.CoreV1().Pods(ElastiNamespace).Get(ctx, leader, metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	// Kill the leader, wait until its process no longer answers, then send
-	// the request: only the surviving replica can wake the target, once it
-	// has taken the lease, and the request is held meanwhile.
+	done := make(chan result, 1)
+	start := time.Now()
+	go func() {
+		body, err := GetWith(ctx, e.LongHTTPClient(), httpURL(svc.Spec.ClusterIP, DemoHTTPPort), "")
+		done <- result{body, err, time.Since(start)}
+	}()
+
+	// Mid-wake: the leader has scaled the target up and says Waking, and no
+	// endpoint is ready yet.
+	Eventually(t, time.Minute, 20*time.Millisecond, func(ctx context.Context) error {
+		n, _, err := e.Replicas(ctx, ns, "demoapp")
+		if err != nil {
+			return err
+		}
+		es, err := e.GetElastiService(ctx, ns, "demoapp")
+		if err != nil {
+			return err
+		}
+		if c := Condition(es, elastiv1alpha1.ConditionActive); n == 0 || c == nil || c.Reason != contract.ReasonWaking {
+			return fmt.Errorf("not waking yet: %d replicas, conditions %s", n, conditions(es))
+		}
+		return nil
+	})
 	if err := e.Clientset.CoreV1().Pods(ElastiNamespace).Delete(ctx, leader, metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](0)}); err != nil {
 		t.Fatalf("delete leader %s: %v", leader, err)
 	}
 	killed := time.Now()
-	addr := net.JoinHostPort(leaderPod.Status.PodIP, fmt.Sprint(contract.DefaultActivationPort))
-	Eventually(t, time.Minute, 100*time.Millisecond, func(ctx context.Context) error {
-		dctx, cancel := context.WithTimeout(ctx, time.Second)
-		defer cancel()
-		conn, err := e.Dialer.DialContext(dctx, "tcp", addr)
-		if err != nil {
-			return nil
-		}
-		conn.Close()
-		return fmt.Errorf("the killed leader still listens on %s", addr)
-	})
-	t.Logf("deleted leader %s with grace period 0; its activation port closed after %s", leader, time.Since(killed).Round(time.Millisecond))
-	done := make(chan result, 1)
-	start := time.Now()
-	go func() {
-		body, err := GetWith(ctx, e.LongHTTPClient(), httpURL(clusterIP, DemoHTTPPort), "")
-		done <- result{body, err, time.Since(start)}
-	}()
+	if n, err := e.ReadyEndpoints(ctx, ns, "demoapp"); err != nil || n != 0 {
+		t.Fatalf("the kill did not land mid-wake: %d ready endpoints (%v) right after it", n, err)
+	}
+	t.Logf("deleted leader %s with grace period 0, %s after the request, while the target was waking", leader, killed.Sub(start).Round(time.Millisecond))
 
 	r := <-done
 	if r.err != nil {
@@ -250,7 +269,36 @@ func TestOperatorKilledDuringWake(t *testing.T) {
 		t.Errorf("body %q", r.body)
 	}
 	t.Logf("request answered %s after it was sent", r.took.Round(time.Millisecond))
-	e.WaitAwake(t, ns, "demoapp", time.Minute)
+
+	// The pod turned Ready after the kill: the kill was before the end of
+	// the wake, as the kubelet saw it.
+	pods, err := e.Pods(ctx, ns, map[string]string{"app": "demoapp"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range pods {
+		for _, c := range p.Status.Conditions {
+			if c.Type == corev1.PodReady && c.Status == corev1.ConditionTrue && !c.LastTransitionTime.After(killed.Add(-time.Second)) {
+				t.Errorf("pod %s was Ready at %s, before the kill at %s", p.Name, c.LastTransitionTime.Format("15:04:05"), killed.Format("15:04:05"))
+			}
+		}
+	}
+	// The wake was the killed leader's doing...
+	evs, err := e.Clientset.EventsV1().Events(ns).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var byLeader bool
+	for _, ev := range evs.Items {
+		if ev.Reason == controller.EventWoke && ev.Regarding.Name == "demoapp" && strings.HasSuffix(ev.ReportingInstance, leader) {
+			byLeader = true
+		}
+	}
+	if !byLeader {
+		t.Errorf("no Woke Event reported by the killed leader %s", leader)
+	}
+	// ...and a new leader finishes the switch back to serve.
+	e.WaitAwake(t, ns, "demoapp", 2*time.Minute)
 	Eventually(t, 2*time.Minute, 500*time.Millisecond, func(ctx context.Context) error {
 		now, err := e.OperatorLeader(ctx)
 		if err == nil && now == leader {
@@ -261,33 +309,16 @@ func TestOperatorKilledDuringWake(t *testing.T) {
 		}
 		return err
 	})
-	// The wake was the new leader's: every Woke Event names another pod.
-	Eventually(t, 30*time.Second, 250*time.Millisecond, func(ctx context.Context) error {
-		evs, err := e.Clientset.EventsV1().Events(ns).List(ctx, metav1.ListOptions{})
-		if err != nil {
-			return err
-		}
-		woke := 0
-		for _, ev := range evs.Items {
-			if ev.Reason != controller.EventWoke {
-				continue
-			}
-			woke++
-			if strings.HasSuffix(ev.ReportingInstance, leader) {
-				t.Errorf("Woke Event reported by the killed leader %q", ev.ReportingInstance)
-			}
-			t.Logf("Woke Event reported by %q", ev.ReportingInstance)
-		}
-		if woke == 0 {
-			return errors.New("no Woke Event")
-		}
-		return nil
-	})
 }
 
 // TestElastiServiceDeletedAtZero: deleting a sleeping service's
-// ElastiService gives the Service back: proxy slice gone, the target at
-// minTargetReplicas, the Service answering from its pods.
+// ElastiService under steady traffic gives the Service back: proxy slice
+// gone, the target at minTargetReplicas, the Service answering from its
+// pods, and not one request failed meanwhile. The traffic is both kinds of
+// client: a GET on a new connection every 50 ms, and four keep-alive clients
+// POSTing bodies. It starts as the delete is sent, so the deletion's wake,
+// the resolvers' activation calls and the proxy slice's removal all happen
+// under it.
 func TestElastiServiceDeletedAtZero(t *testing.T) {
 	e := Get(t)
 	e.InstallElasti(t)
@@ -298,6 +329,14 @@ func TestElastiServiceDeletedAtZero(t *testing.T) {
 	es.Spec.MinTargetReplicas = 2
 	e.Create(t, es)
 	e.WaitAsleep(t, ns, "demoapp", 2*time.Minute)
+	var svc corev1.Service
+	if err := e.Client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: "demoapp"}, &svc); err != nil {
+		t.Fatal(err)
+	}
+	url := httpURL(svc.Spec.ClusterIP, DemoHTTPPort)
+	// Bounded: at most 3 minutes of each.
+	load := startLoad(e, url, 20, 20*180)
+	fleet := startKeepAliveFleet(e, url, 4, 200*time.Millisecond, 4*5*180)
 
 	start := time.Now()
 	e.DeleteAndWait(t, es, time.Minute)
@@ -320,13 +359,16 @@ func TestElastiServiceDeletedAtZero(t *testing.T) {
 	})
 	e.WaitReadyEndpoints(t, ns, "demoapp", 2, 2*time.Minute)
 	t.Logf("Service back on its 2 pods %s after the delete", time.Since(start).Round(10*time.Millisecond))
-	var svcIP string
-	Eventually(t, 30*time.Second, 250*time.Millisecond, func(ctx context.Context) error {
-		s, err := e.Clientset.CoreV1().Services(ns).Get(ctx, "demoapp", metav1.GetOptions{})
-		if err == nil {
-			svcIP = s.Spec.ClusterIP
-		}
-		return err
-	})
-	answers(t, e, httpURL(svcIP, DemoHTTPPort), time.Minute)
+	answers(t, e, url, time.Minute)
+	time.Sleep(5 * time.Second)
+	load.finish()
+	fleet.finish()
+	t.Logf("%d GETs on new connections (%d failed) and %d keep-alive POSTs (%d failed) across the delete",
+		load.sent.Load(), len(load.failures), len(fleet.ok)+len(fleet.bad), len(fleet.bad))
+	for _, f := range load.failures {
+		t.Errorf("GET failed at %s", f)
+	}
+	for _, f := range fleet.bad {
+		t.Errorf("POST %s failed at %s: %v", f.id, f.at.Format("15:04:05.000"), f.err)
+	}
 }

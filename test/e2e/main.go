@@ -2,13 +2,13 @@ package e2e
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"elasti.dev/elasti/test/cluster"
 )
@@ -34,6 +34,8 @@ func (e *Env) ClusterCLI(verb string) error {
 }
 
 // Main is a test package's TestMain: func TestMain(m *testing.M) { e2e.Main(m) }.
+// It runs the tests in a cluster.Session: on the running cluster, or on one
+// it brings up, takes down and checks the machine is clean after.
 func Main(m *testing.M) {
 	os.Exit(runMain(m))
 }
@@ -50,82 +52,34 @@ func runMain(m *testing.M) int {
 		return 1
 	}
 	defer cleanup()
-	cliRun := func(verb string) error {
-		cmd := exec.Command(cli, verb, "--k8s-bin-dir", cfg.BinDir)
-		cmd.Dir = cfg.RepoRoot
-		cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
-		return cmd.Run()
-	}
-	clusterCLI = cliRun
+	clusterCLI = cfg.CLIRunner(cli)
 
-	var before *cluster.Snapshot
-	started := !cfg.Running()
-	if started {
-		if before, err = cfg.TakeSnapshot(); err != nil {
-			fmt.Fprintln(os.Stderr, "e2e: snapshot the machine:", err)
-			return 1
-		}
-		if err := cliRun("up"); err != nil {
-			fmt.Fprintln(os.Stderr, "e2e: cluster up failed:", err)
-			_ = cliRun("down")
-			return 1
-		}
-	} else {
-		fmt.Println("e2e: reusing the running cluster; it stays up after the tests")
+	code := 0
+	s := cluster.Session{
+		Config:     cfg,
+		CLI:        clusterCLI,
+		Keep:       os.Getenv(KeepEnv) != "",
+		Images:     true,
+		CheckClean: true,
+		Logf:       func(format string, args ...any) { fmt.Printf("e2e: "+format+"\n", args...) },
 	}
-
-	code := 1
-	if err := cliRun("images"); err != nil {
-		fmt.Fprintln(os.Stderr, "e2e: build images:", err)
-	} else if current, err = NewEnv(cfg); err != nil {
-		fmt.Fprintln(os.Stderr, "e2e:", err)
-	} else {
+	err = s.Run(func(bool) error {
+		if current, err = NewEnv(cfg); err != nil {
+			return err
+		}
 		code = m.Run()
-	}
-
-	if !started {
-		return code
-	}
-	if os.Getenv(KeepEnv) != "" {
-		fmt.Printf("e2e: %s is set: the cluster stays up; KUBECONFIG=%s; `make cluster-down` removes it\n", KeepEnv, cfg.Kubeconfig())
-		return code
-	}
-	if err := cliRun("down"); err != nil {
-		fmt.Fprintln(os.Stderr, "e2e: cluster down failed:", err)
+		return nil
+	})
+	var unclean *cluster.UncleanError
+	switch {
+	case errors.As(err, &unclean):
+		fmt.Println("--- FAIL: " + unclean.Error())
 		return 1
-	}
-	if !checkClean(cfg, before) {
+	case err != nil:
+		fmt.Fprintln(os.Stderr, "e2e:", err)
 		return 1
 	}
 	return code
-}
-
-// checkClean is the hygiene test: after Down the machine must match the
-// snapshot taken before Up. Killed processes wait for PID 1 to reap them, so
-// it polls for a while before it reports a difference.
-func checkClean(cfg cluster.Config, before *cluster.Snapshot) bool {
-	var diff []string
-	deadline := time.Now().Add(90 * time.Second)
-	for {
-		after, err := cfg.TakeSnapshot()
-		if err != nil {
-			fmt.Fprintln(os.Stderr, "e2e: snapshot the machine:", err)
-			return false
-		}
-		if diff = before.Diff(after); len(diff) == 0 {
-			fmt.Println("--- PASS: cluster-down hygiene: no process, link, address, route, netns, nftables/iptables rule, mount, cgroup, sysctl or path left behind")
-			return true
-		}
-		if time.Now().After(deadline) {
-			break
-		}
-		time.Sleep(2 * time.Second)
-	}
-	fmt.Println("--- FAIL: cluster-down hygiene: the machine differs from before cluster-up:")
-	for _, l := range diff {
-		fmt.Println("    " + l)
-	}
-	return false
 }
 
 // buildCLI builds elasti-cluster into a temporary directory. The cluster's

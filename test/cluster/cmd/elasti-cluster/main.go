@@ -4,6 +4,12 @@
 //	elasti-cluster up|down|status|images|kubeconfig [--k8s-bin-dir DIR]
 //	elasti-cluster prometheus-stop|prometheus-start   (the optional Prometheus)
 //	elasti-cluster snapshot > before.json; elasti-cluster compare before.json
+//	elasti-cluster run [--keep] [--images] [--check-clean] -- COMMAND [ARG...]
+//
+// run is cluster.Session as a command: it runs COMMAND on the running
+// cluster, or brings one up for it and takes it down afterwards (unless
+// --keep), with KUBECONFIG set and ELASTI_CLUSTER_TEARDOWN=1 when the
+// cluster goes away after COMMAND. It exits with COMMAND's status.
 package main
 
 import (
@@ -13,6 +19,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"os/exec"
 	"os/signal"
 	"syscall"
 	"time"
@@ -23,8 +30,11 @@ import (
 func main() {
 	fs := flag.NewFlagSet("elasti-cluster", flag.ExitOnError)
 	binDir := fs.String("k8s-bin-dir", os.Getenv("ELASTI_K8S_BIN"), "directory holding etcd and the Kubernetes binaries (default: the output of hack/k8s-binaries.sh)")
+	keep := fs.Bool("keep", false, "run: leave a cluster this run brought up running")
+	images := fs.Bool("images", false, "run: build and import the images before COMMAND")
+	checkClean := fs.Bool("check-clean", false, "run: after taking down a cluster this run brought up, check the machine is as it was before")
 	fs.Usage = func() {
-		fmt.Fprintln(os.Stderr, "usage: elasti-cluster up|down|status|images|kubeconfig|snapshot|prometheus-start|prometheus-stop [--k8s-bin-dir DIR]\n       elasti-cluster compare SNAPSHOT.json")
+		fmt.Fprintln(os.Stderr, "usage: elasti-cluster up|down|status|images|kubeconfig|snapshot|prometheus-start|prometheus-stop [--k8s-bin-dir DIR]\n       elasti-cluster compare SNAPSHOT.json\n       elasti-cluster run [--keep] [--images] [--check-clean] [--k8s-bin-dir DIR] -- COMMAND [ARG...]")
 		fs.PrintDefaults()
 	}
 	if len(os.Args) < 2 {
@@ -50,6 +60,9 @@ func main() {
 	_ = fs.Parse(os.Args[2:])
 	flag.CommandLine = fs
 
+	if verb == "run" {
+		os.Exit(runSession(*binDir, *keep, *images, *checkClean, fs.Args()))
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	if err := run(ctx, verb, *binDir); err != nil {
@@ -121,4 +134,54 @@ func compare(cfg cluster.Config, file string) error {
 	}
 	fmt.Println("the machine is as the snapshot recorded it")
 	return nil
+}
+
+// runSession is the run verb: COMMAND in a cluster.Session whose verbs are
+// run by this same binary, in processes of their own.
+func runSession(binDir string, keep, images, checkClean bool, command []string) int {
+	if len(command) == 0 {
+		fmt.Fprintln(os.Stderr, "elasti-cluster run: no command after --")
+		return 2
+	}
+	cfg, err := cluster.LocalConfig(binDir)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "elasti-cluster run:", err)
+		return 1
+	}
+	self, err := os.Executable()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "elasti-cluster run:", err)
+		return 1
+	}
+	s := cluster.Session{
+		Config: cfg, CLI: cfg.CLIRunner(self),
+		Keep: keep, Images: images, CheckClean: checkClean,
+		Logf: logf,
+	}
+	code := 0
+	err = s.Run(func(teardown bool) error {
+		cmd := exec.Command(command[0], command[1:]...)
+		cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
+		cmd.Env = append(os.Environ(), "KUBECONFIG="+cfg.Kubeconfig(), "ELASTI_K8S_BIN="+cfg.BinDir)
+		if teardown {
+			cmd.Env = append(cmd.Env, cluster.TeardownEnv+"=1")
+		}
+		// Ctrl-C reaches COMMAND through the terminal's process group;
+		// this process waits for it and still takes the cluster down.
+		signal.Ignore(os.Interrupt, syscall.SIGTERM)
+		err := cmd.Run()
+		var exit *exec.ExitError
+		if errors.As(err, &exit) {
+			code = exit.ExitCode()
+			return nil
+		}
+		return err
+	})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "elasti-cluster run:", err)
+		if code == 0 {
+			code = 1
+		}
+	}
+	return code
 }

@@ -1,0 +1,540 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptrace"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/protobuf/types/known/wrapperspb"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	elastiv1alpha1 "elasti.dev/elasti/api/v1alpha1"
+	"elasti.dev/elasti/internal/contract"
+)
+
+// requestIDHeader names a request in the demo app's ledger (test/demoapp).
+const requestIDHeader = "X-Request-Id"
+
+// ledger is the demo app's record of what it executed: a host directory
+// (the cluster runs on this machine) that every pod of the Deployment
+// appends to, one line per executed HTTP request ("http ID") and per TCP
+// connection's first bytes ("tcp BYTES"). Pods come and go across sleeps and
+// wakes; the file stays.
+type ledger struct{ dir string }
+
+func newLedger(t *testing.T) *ledger {
+	t.Helper()
+	dir, err := os.MkdirTemp("", "elasti-e2e-ledger-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	// The demo app runs as a non-root user.
+	if err := os.Chmod(dir, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	return &ledger{dir: dir}
+}
+
+// mount makes the Deployment's pods write to the ledger.
+func (l *ledger) mount(d *appsv1.Deployment) {
+	spec := &d.Spec.Template.Spec
+	spec.Volumes = append(spec.Volumes, corev1.Volume{Name: "ledger", VolumeSource: corev1.VolumeSource{
+		HostPath: &corev1.HostPathVolumeSource{Path: l.dir},
+	}})
+	c := &spec.Containers[0]
+	c.VolumeMounts = append(c.VolumeMounts, corev1.VolumeMount{Name: "ledger", MountPath: "/ledger"})
+	c.Env = append(c.Env, corev1.EnvVar{Name: "EXECUTED_LOG", Value: "/ledger/executed"})
+}
+
+// counts returns how many times each line was recorded.
+func (l *ledger) counts(t *testing.T) map[string]int {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(l.dir, "executed"))
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
+		t.Fatal(err)
+	}
+	m := map[string]int{}
+	for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+		if line != "" {
+			m[line]++
+		}
+	}
+	return m
+}
+
+// withEnv sets an environment variable on the Deployment's container.
+func withEnv(d *appsv1.Deployment, name, value string) {
+	c := &d.Spec.Template.Spec.Containers[0]
+	c.Env = append(c.Env, corev1.EnvVar{Name: name, Value: value})
+}
+
+func newID() string {
+	b := make([]byte, 8)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+// postResult is one POST a client sent: its ID, whether it ran on a reused
+// connection, and its error, if any.
+type postResult struct {
+	at     time.Time
+	id     string
+	reused bool
+	err    error
+}
+
+// postOnce sends one POST with a 1 KiB body and a fresh request ID through
+// c, and checks that the demo app read the whole body.
+func postOnce(ctx context.Context, c *http.Client, url string) postResult {
+	r := postResult{at: time.Now(), id: newID()}
+	body := make([]byte, 1024)
+	_, _ = rand.Read(body)
+	sum := sha256.Sum256(body)
+	trace := &httptrace.ClientTrace{GotConn: func(info httptrace.GotConnInfo) { r.reused = info.Reused }}
+	req, err := http.NewRequestWithContext(httptrace.WithClientTrace(ctx, trace), http.MethodPost, url, bytes.NewReader(body))
+	if err != nil {
+		r.err = err
+		return r
+	}
+	req.Header.Set(requestIDHeader, r.id)
+	resp, err := c.Do(req)
+	if err != nil {
+		r.err = err
+		return r
+	}
+	defer resp.Body.Close()
+	got, err := io.ReadAll(resp.Body)
+	switch want := fmt.Sprintf("body 1024 bytes sha256 %x", sum); {
+	case err != nil:
+		r.err = fmt.Errorf("read the answer: %w", err)
+	case resp.StatusCode != http.StatusOK:
+		r.err = fmt.Errorf("%s: %s", resp.Status, strings.TrimSpace(string(got)))
+	case !strings.Contains(string(got), want):
+		r.err = fmt.Errorf("answer %q does not confirm the body (%s)", got, want)
+	}
+	return r
+}
+
+// keepAliveFleet is n HTTP/1.1 clients as real ones are: each keeps its
+// connection alive across requests (a Transport of its own with one
+// connection), and each POSTs a 1 KiB body every interval. It never sends
+// more than limit requests in all.
+type keepAliveFleet struct {
+	sent  atomic.Int64
+	dials atomic.Int64
+	mu    sync.Mutex
+	ok    []postResult
+	bad   []postResult
+	stop  chan struct{}
+	wg    sync.WaitGroup
+}
+
+func startKeepAliveFleet(e *Env, url string, n int, interval time.Duration, limit int64) *keepAliveFleet {
+	f := &keepAliveFleet{stop: make(chan struct{})}
+	for range n {
+		tr := &http.Transport{
+			DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
+				f.dials.Add(1)
+				return e.Dialer.DialContext(ctx, network, addr)
+			},
+			MaxIdleConnsPerHost: 1,
+			MaxConnsPerHost:     1,
+			IdleConnTimeout:     5 * time.Minute,
+		}
+		// Long enough for a wake on a busy machine.
+		c := &http.Client{Transport: tr, Timeout: 90 * time.Second}
+		f.wg.Add(1)
+		go func() {
+			defer f.wg.Done()
+			defer tr.CloseIdleConnections()
+			tick := time.NewTicker(interval)
+			defer tick.Stop()
+			for f.sent.Add(1) <= limit {
+				r := postOnce(context.Background(), c, url)
+				f.mu.Lock()
+				if r.err != nil {
+					f.bad = append(f.bad, r)
+				} else {
+					f.ok = append(f.ok, r)
+				}
+				f.mu.Unlock()
+				select {
+				case <-f.stop:
+					return
+				case <-tick.C:
+				}
+			}
+		}()
+	}
+	return f
+}
+
+func (f *keepAliveFleet) finish() {
+	close(f.stop)
+	f.wg.Wait()
+}
+
+// grpcClient sends one unary Echo every interval on one long-lived gRPC
+// connection (HTTP/2), as a real client does, with no wait-for-ready: an
+// RPC fails if the channel has no connection to send it on.
+type grpcClient struct {
+	sent, ok, dials atomic.Int64
+	mu              sync.Mutex
+	failures        []string
+	stop            chan struct{}
+	done            chan struct{}
+}
+
+func startGRPCClient(t *testing.T, e *Env, addr string, interval time.Duration, limit int64) *grpcClient {
+	t.Helper()
+	g := &grpcClient{stop: make(chan struct{}), done: make(chan struct{})}
+	conn, err := grpc.NewClient("passthrough:///"+addr,
+		grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithContextDialer(func(ctx context.Context, addr string) (net.Conn, error) {
+			g.dials.Add(1)
+			return e.Dialer.DialContext(ctx, "tcp", addr)
+		}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		defer close(g.done)
+		defer conn.Close()
+		tick := time.NewTicker(interval)
+		defer tick.Stop()
+		for g.sent.Add(1) <= limit {
+			msg := newID()
+			ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+			var out wrapperspb.StringValue
+			err := conn.Invoke(ctx, "/elasti.demo.Echo/Echo", wrapperspb.String(msg), &out)
+			cancel()
+			if err == nil && out.GetValue() != msg {
+				err = fmt.Errorf("echo returned %q, want %q", out.GetValue(), msg)
+			}
+			if err != nil {
+				g.mu.Lock()
+				g.failures = append(g.failures, fmt.Sprintf("%s: %v", time.Now().Format("15:04:05.000"), err))
+				g.mu.Unlock()
+			} else {
+				g.ok.Add(1)
+			}
+			select {
+			case <-g.stop:
+				return
+			case <-tick.C:
+			}
+		}
+	}()
+	return g
+}
+
+func (g *grpcClient) finish() {
+	close(g.stop)
+	<-g.done
+}
+
+// cycles waits until the ElastiService has gone to zero want times (by
+// status.lastScaledDownTime) and returns when each happened.
+func (e *Env) cycles(t *testing.T, ns, name string, want int, timeout time.Duration, progress func() string) []time.Time {
+	t.Helper()
+	start := time.Now()
+	var downs []time.Time
+	Eventually(t, timeout, 100*time.Millisecond, func(ctx context.Context) error {
+		es, err := e.GetElastiService(ctx, ns, name)
+		if err != nil {
+			return err
+		}
+		if ts := es.Status.LastScaledDownTime; ts != nil && (len(downs) == 0 || ts.After(downs[len(downs)-1])) {
+			downs = append(downs, ts.Time)
+			t.Logf("cycle %d: scaled to zero at %s (%s into the test); %s",
+				len(downs), ts.Format("15:04:05"), time.Since(start).Round(time.Second), progress())
+		}
+		if len(downs) < want {
+			return fmt.Errorf("%d sleep/wake cycles so far, want %d", len(downs), want)
+		}
+		return nil
+	})
+	return downs
+}
+
+// checkLedger fails the test when a request that was answered was not
+// executed exactly once, or when any request was executed twice.
+func checkLedger(t *testing.T, l *ledger, ok []postResult) {
+	t.Helper()
+	counts := l.counts(t)
+	for _, r := range ok {
+		if n := counts["http "+r.id]; n != 1 {
+			t.Errorf("request %s was answered but executed %d times", r.id, n)
+		}
+	}
+	for line, n := range counts {
+		if n > 1 {
+			t.Errorf("%q executed %d times", line, n)
+		}
+	}
+}
+
+// loadOnCycles runs the keep-alive fleet (8 clients, 5 POSTs a second each)
+// and one gRPC client (10 RPCs a second on one connection) against a demo
+// app whose trigger always says idle, through cycles sleep/wake cycles, and
+// returns what they saw. drain is the app's DRAIN.
+func loadOnCycles(t *testing.T, drain string, cycles int) (*keepAliveFleet, *grpcClient, *ledger) {
+	e := Get(t)
+	e.InstallElasti(t)
+	ns := e.NewNamespace(t)
+	l := newLedger(t)
+	d := DemoAppDeployment(ns, "demoapp", 1)
+	withEnv(d, "DRAIN", drain)
+	l.mount(d)
+	e.Create(t, d, DemoAppService(ns, "demoapp"))
+	e.WaitReadyEndpoints(t, ns, "demoapp", 1, 2*time.Minute)
+	var svc corev1.Service
+	if err := e.Client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: "demoapp"}, &svc); err != nil {
+		t.Fatal(err)
+	}
+	url := httpURL(svc.Spec.ClusterIP, DemoHTTPPort)
+	answers(t, e, url, 30*time.Second)
+
+	// Bounded: at most 5 minutes of traffic.
+	fleet := startKeepAliveFleet(e, url, 8, 200*time.Millisecond, 8*5*300)
+	rpc := startGRPCClient(t, e, net.JoinHostPort(svc.Spec.ClusterIP, fmt.Sprint(DemoGRPCPort)), 100*time.Millisecond, 10*300)
+	e.Create(t, e.ElastiServiceFor(ns, "demoapp", IdleQuery))
+	start := time.Now()
+	e.cycles(t, ns, "demoapp", cycles, 4*time.Minute, func() string {
+		return fmt.Sprintf("%d POSTs and %d RPCs so far", fleet.sent.Load(), rpc.sent.Load())
+	})
+	// Stay awake, and let the last wake finish under load.
+	e.SetQuery(t, ns, "demoapp", BusyQuery)
+	e.WaitAwake(t, ns, "demoapp", 2*time.Minute)
+	time.Sleep(2 * time.Second)
+	fleet.finish()
+	rpc.finish()
+	t.Logf("over %s and %d cycles: %d keep-alive POSTs on %d connections (%d ok, %d failed); %d RPCs on %d connections (%d ok, %d failed)",
+		time.Since(start).Round(time.Second), cycles, len(fleet.ok)+len(fleet.bad), fleet.dials.Load(), len(fleet.ok), len(fleet.bad),
+		rpc.ok.Load()+int64(len(rpc.failures)), rpc.dials.Load(), rpc.ok.Load(), len(rpc.failures))
+	// The clients really kept their connections: far fewer connections
+	// than requests (a new one only where a pod or the resolver closed one).
+	if n, dials := len(fleet.ok)+len(fleet.bad), fleet.dials.Load(); dials*5 > int64(n) {
+		t.Errorf("%d connections for %d requests: the fleet did not keep its connections alive", dials, n)
+	}
+	if rpc.dials.Load() > int64(4*cycles+4) {
+		t.Errorf("the gRPC client dialed %d times in %d cycles: its connection did not live long", rpc.dials.Load(), cycles)
+	}
+	checkLedger(t, l, fleet.ok)
+	return fleet, rpc, l
+}
+
+// TestNoLossUnderLoad is the invariant with real clients: keep-alive
+// HTTP/1.1 clients POSTing bodies and a gRPC client on one long-lived HTTP/2
+// connection send steadily while the service goes serve → proxy → zero →
+// wake → serve three times, and not one request fails or runs twice.
+//
+// The trigger always says idle, so the operator starts a scale-down as soon
+// as each cooldown ends. The keep-alive connections stay on the pod during
+// the grace period (kube-proxy routes only new connections to the
+// resolvers), so no request reaches a resolver then and the target goes to
+// zero. The demo app drains on SIGTERM: its answers carry Connection: close
+// and gRPC gets a GOAWAY, so the clients reconnect, now through the
+// resolvers, which hold the requests and wake the target. No preStop hook is
+// used.
+func TestNoLossUnderLoad(t *testing.T) {
+	fleet, rpc, _ := loadOnCycles(t, "3s", 3)
+	for i, f := range fleet.bad {
+		if i == 10 {
+			t.Errorf("... and %d more", len(fleet.bad)-10)
+			break
+		}
+		t.Errorf("POST %s at %s (reused connection: %v): %v", f.id, f.at.Format("15:04:05.000"), f.reused, f.err)
+	}
+	for i, f := range rpc.failures {
+		if i == 10 {
+			t.Errorf("... and %d more", len(rpc.failures)-10)
+			break
+		}
+		t.Errorf("RPC at %s", f)
+	}
+}
+
+// TestNoDrainTerminationRace runs the same load against a workload that
+// exits promptly on SIGTERM (DRAIN=0: it stops listening, finishes the
+// requests in flight and closes its idle keep-alive connections at once).
+// Requests can fail there, and only in one way: a POST written on a
+// keep-alive connection that the pod closed at the same moment. That is the
+// Kubernetes termination race, with or without Elasti: the client cannot
+// know whether the pod ran the request, and net/http retries only requests
+// it knows to be idempotent. The test fails on any other failure, and on a
+// request executed twice. docs/e2e.md explains it.
+func TestNoDrainTerminationRace(t *testing.T) {
+	fleet, rpc, l := loadOnCycles(t, "0s", 2)
+	counts := l.counts(t)
+	for _, f := range fleet.bad {
+		race := f.reused && isConnClosed(f.err)
+		t.Logf("POST %s at %s, reused connection %v, executed %d times: %v (termination race: %v)",
+			f.id, f.at.Format("15:04:05.000"), f.reused, counts["http "+f.id], f.err, race)
+		if !race {
+			t.Errorf("POST %s failed otherwise than by the termination race: %v", f.id, f.err)
+		}
+	}
+	// gRPC clients retry an RPC the server never started (GOAWAY), so none
+	// is lost even here.
+	for _, f := range rpc.failures {
+		t.Errorf("RPC at %s", f)
+	}
+}
+
+// isConnClosed reports whether err is the server closing the connection
+// under a request.
+func isConnClosed(err error) bool {
+	return errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
+		errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE) ||
+		strings.Contains(err.Error(), "server closed") || strings.Contains(err.Error(), "connection reset")
+}
+
+// TestAbandonedWhileHeldNeverRuns: a POST whose client gives up while it is
+// held, and a TCP client that sends data and closes while held, never reach
+// the pod, though the pod comes up and serves the next request. The demo app
+// boots in 8 s, so both clients are gone long before it is ready.
+func TestAbandonedWhileHeldNeverRuns(t *testing.T) {
+	e := Get(t)
+	e.InstallElasti(t)
+	ns := e.NewNamespace(t)
+	l := newLedger(t)
+	d := DemoAppDeployment(ns, "demoapp", 1)
+	withEnv(d, "STARTUP_DELAY", "8s")
+	l.mount(d)
+	e.Create(t, d, DemoAppService(ns, "demoapp"))
+	e.WaitReadyEndpoints(t, ns, "demoapp", 1, 2*time.Minute)
+	e.Create(t, e.ElastiServiceFor(ns, "demoapp", IdleQuery))
+	var svc corev1.Service
+	if err := e.Client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: "demoapp"}, &svc); err != nil {
+		t.Fatal(err)
+	}
+	e.WaitAsleep(t, ns, "demoapp", 2*time.Minute)
+	e.SetQuery(t, ns, "demoapp", BusyQuery)
+
+	// The POST's client waits 2 s, then leaves.
+	c := &http.Client{Transport: &http.Transport{DialContext: e.Dialer.DialContext}, Timeout: 2 * time.Second}
+	post := postOnce(context.Background(), c, httpURL(svc.Spec.ClusterIP, DemoHTTPPort))
+	if post.err == nil {
+		t.Fatal("the POST was answered within 2 s of a wake that takes 8 s")
+	}
+	t.Logf("POST %s given up: %v", post.id, post.err)
+
+	// The TCP client sends its bytes and closes while held.
+	marker := "abandoned-" + newID()
+	conn, err := e.Dialer.DialContext(context.Background(), "tcp", net.JoinHostPort(svc.Spec.ClusterIP, fmt.Sprint(DemoTCPPort)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := conn.Write([]byte(marker)); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(500 * time.Millisecond)
+	conn.Close()
+
+	// The target wakes (the held requests asked for it) and serves.
+	e.WaitAwake(t, ns, "demoapp", 2*time.Minute)
+	lc := &http.Client{Transport: &http.Transport{DialContext: e.Dialer.DialContext}, Timeout: 30 * time.Second}
+	var later postResult
+	Eventually(t, time.Minute, 500*time.Millisecond, func(ctx context.Context) error {
+		later = postOnce(ctx, lc, httpURL(svc.Spec.ClusterIP, DemoHTTPPort))
+		return later.err
+	})
+	// Give a wrongly forwarded request time to land.
+	time.Sleep(5 * time.Second)
+	counts := l.counts(t)
+	if n := counts["http "+later.id]; n != 1 {
+		t.Fatalf("the ledger is not working: the answered POST %s is recorded %d times (ledger %v)", later.id, n, keys(counts))
+	}
+	if n := counts["http "+post.id]; n != 0 {
+		t.Errorf("the abandoned POST %s was executed %d times", post.id, n)
+	}
+	for line := range counts {
+		if strings.Contains(line, marker) {
+			t.Errorf("the abandoned TCP connection reached the pod: %q", line)
+		}
+	}
+}
+
+func keys(m map[string]int) []string {
+	var out []string
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// TestTrafficCallsOffScaleDown: a service that gets requests is never put
+// to sleep, even when its trigger says idle. Each scale-down the operator
+// starts puts the proxy slice in place; requests on new connections then
+// reach a resolver during the grace period, which reports them, and the
+// operator calls the scale-down off. The test sees scale-downs start and
+// never finish, and no request fails across these switches.
+func TestTrafficCallsOffScaleDown(t *testing.T) {
+	e := Get(t)
+	e.InstallElasti(t)
+	ns := e.NewNamespace(t)
+	e.Create(t, DemoAppDeployment(ns, "demoapp", 1), DemoAppService(ns, "demoapp"))
+	e.WaitReadyEndpoints(t, ns, "demoapp", 1, 2*time.Minute)
+	var svc corev1.Service
+	if err := e.Client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: "demoapp"}, &svc); err != nil {
+		t.Fatal(err)
+	}
+	url := httpURL(svc.Spec.ClusterIP, DemoHTTPPort)
+	answers(t, e, url, 30*time.Second)
+	// Bounded: at most 2 minutes at 10 requests a second.
+	load := startLoad(e, url, 10, 10*120)
+	e.Create(t, e.ElastiServiceFor(ns, "demoapp", IdleQuery))
+
+	attempts := 0
+	var last string
+	StableFor(t, 40*time.Second, 100*time.Millisecond, func(ctx context.Context) error {
+		es, err := e.GetElastiService(ctx, ns, "demoapp")
+		if err != nil {
+			return err
+		}
+		if es.Status.LastScaledDownTime != nil {
+			return fmt.Errorf("scaled to zero at %s under steady traffic", es.Status.LastScaledDownTime.Format("15:04:05"))
+		}
+		if c := Condition(es, elastiv1alpha1.ConditionActive); c != nil {
+			if c.Reason == contract.ReasonScalingDown && last != contract.ReasonScalingDown {
+				attempts++
+			}
+			last = c.Reason
+		}
+		return nil
+	})
+	load.finish()
+	t.Logf("%d scale-downs started and called off; %d requests, %d failed", attempts, load.sent.Load(), len(load.failures))
+	if attempts == 0 {
+		t.Error("no scale-down started: the test did not exercise the call-off")
+	}
+	for _, f := range load.failures {
+		t.Errorf("GET failed at %s", f)
+	}
+}
