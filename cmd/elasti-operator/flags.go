@@ -47,6 +47,7 @@ func parseFlags(fs *flag.FlagSet, args []string, getenv func(string) string, zap
 	fs.StringVar(&o.resolverServiceAccount, "resolver-service-account", ns+"/elasti-resolver", "namespace/name of the only ServiceAccount allowed to call the activation server.")
 	fs.StringVar(&audiences, "activation-audiences", "", "Comma-separated token audiences the activation server requires; empty accepts the API server's default audience.")
 	fs.TextVar(&portRange, "port-range", portRange, "Resolver ports START-END to allocate from; the resolver's --port-range must be the same.")
+	fs.DurationVar(&o.controller.PortQuarantine, "port-quarantine", o.controller.PortQuarantine, "How long a freed resolver port stays unused before another ElastiService may get it, so that every kube-proxy and ingress has dropped the old proxy slice; 0 disables.")
 	fs.DurationVar(&o.controller.GracePeriod, "grace-period", o.controller.GracePeriod, "Time between writing the proxy slice and scaling to zero.")
 	fs.DurationVar(&o.controller.PollingInterval, "polling-interval", o.controller.PollingInterval, "How often an awake target's triggers are evaluated.")
 	fs.StringVar(&o.prometheusAddress, "prometheus-address", getenv("ELASTI_PROMETHEUS_ADDRESS"), "Default Prometheus URL for triggers without serverAddress (env ELASTI_PROMETHEUS_ADDRESS).")

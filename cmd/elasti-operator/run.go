@@ -74,7 +74,7 @@ func run(ctx context.Context, o options, log logr.Logger) error {
 		return fmt.Errorf("add readyz check: %w", err)
 	}
 	log.Info("starting elasti-operator", "resolverNamespace", o.controller.ResolverNamespace,
-		"portRange", fmt.Sprintf("%d-%d", o.controller.PortRangeStart, o.controller.PortRangeEnd), "activation", o.activationAddr)
+		"portRange", fmt.Sprintf("%d-%d", o.controller.PortRangeStart, o.controller.PortRangeEnd), "portQuarantine", o.controller.PortQuarantine, "activation", o.activationAddr)
 	return mgr.Start(ctx)
 }
 

@@ -46,6 +46,8 @@ func parseFlags(fs *flag.FlagSet, args []string, zapOpts *zap.Options) (config, 
 	fs.DurationVar(&o.ActivationBackoff, "activation-backoff", resolver.DefaultActivationBackoff, "First retry delay after a failed activation call; doubles per failure.")
 	fs.DurationVar(&o.ActivationMaxBackoff, "activation-max-backoff", resolver.DefaultActivationMaxBackoff, "Largest retry delay between failed activation calls.")
 	fs.DurationVar(&o.ActivationRefresh, "activation-refresh", resolver.DefaultActivationRefresh, "Repeat a successful activation this often while requests are still held.")
+	fs.DurationVar(&o.ReleasedPortLinger, "released-port-linger", resolver.DefaultReleasedPortLinger, "How long a resolver port keeps serving its Service after the last ElastiService claiming it let go (deleted, or the port dropped), while kube-proxy and ingresses stop routing to it. Keep it below the operator's --port-quarantine.")
+	fs.DurationVar(&o.TrafficReportInterval, "traffic-report-interval", resolver.DefaultTrafficReportInterval, "Per ElastiService, at most one activation call per interval reports traffic forwarded at once to a ready target; such a report calls off a scale-down in its grace period.")
 	fs.DurationVar(&c.drainPeriod, "drain-period", 15*time.Second, "After SIGTERM: how long new connections are still accepted while readiness is false.")
 	fs.DurationVar(&c.drainTimeout, "drain-timeout", 60*time.Second, "After the drain period: how long held and in-flight work may still finish.")
 	if zapOpts != nil {

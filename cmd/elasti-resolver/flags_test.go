@@ -27,26 +27,31 @@ func TestParseFlags(t *testing.T) {
 					"hold": c.resolver.HoldTimeout, "max": c.resolver.MaxHeld,
 					"token":     c.tokenPath,
 					"readAhead": c.resolver.ReadAheadBytes, "headerBytes": c.resolver.MaxHeaderBytes,
+					"trafficReport": c.resolver.TrafficReportInterval,
+					"linger":        c.resolver.ReleasedPortLinger,
 				}
 			},
 			want: map[string]any{
-				"start": 20000, "end": 20999, "admin": ":8012",
+				"linger": 30 * time.Second,
+				"start":  20000, "end": 20999, "admin": ":8012",
 				"operator": "http://elasti-operator.elasti-system.svc:8013",
 				"hold":     5 * time.Minute, "max": 1000,
 				"token":     "/var/run/secrets/kubernetes.io/serviceaccount/token",
 				"readAhead": 64 << 10, "headerBytes": 1 << 20,
+				"trafficReport": time.Second,
 			},
 		},
 		{
 			name: "overrides",
-			args: []string{"--port-range=30000-30009", "--listen-address=127.0.0.1", "--hold-timeout=30s", "--drain-period=1s"},
+			args: []string{"--port-range=30000-30009", "--listen-address=127.0.0.1", "--hold-timeout=30s", "--drain-period=1s", "--traffic-report-interval=250ms"},
 			check: func(c config) map[string]any {
 				return map[string]any{
 					"start": c.resolver.PortRangeStart, "end": c.resolver.PortRangeEnd,
 					"listen": c.resolver.ListenAddress, "hold": c.resolver.HoldTimeout, "drain": c.drainPeriod,
+					"trafficReport": c.resolver.TrafficReportInterval,
 				}
 			},
-			want: map[string]any{"start": 30000, "end": 30009, "listen": "127.0.0.1", "hold": 30 * time.Second, "drain": time.Second},
+			want: map[string]any{"start": 30000, "end": 30009, "listen": "127.0.0.1", "hold": 30 * time.Second, "drain": time.Second, "trafficReport": 250 * time.Millisecond},
 		},
 		{name: "inverted range", args: []string{"--port-range=30010-30000"}, wantErr: true},
 		// One spelling in both binaries: the resolver's old pair is gone.

@@ -9,9 +9,11 @@ import (
 	"fmt"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -84,9 +86,14 @@ func activate(url, token, ns, name string) (int, contract.ActivationResponse, er
 }
 
 // TestActivation: a call with the resolver's ServiceAccount token, verified
-// by a real TokenReview, wakes the target at once; other callers are refused.
+// by a real TokenReview, wakes the target at once; other callers are refused;
+// concurrent calls share one wake.
 func TestActivation(t *testing.T) {
-	op := startOperator(t, operatorOptions{triggers: newFakeTriggers(scaling.StateIdle)})
+	gs := newHeldWakeScaler()
+	op := startOperator(t, operatorOptions{
+		triggers: newFakeTriggers(scaling.StateIdle),
+		deps:     func(d *Deps) { d.Scaler = gs },
+	})
 	createResolver(t, op.resolverNS, "r1", true, "10.0.0.1")
 	createDeployment(t, op.ns, "web", 1)
 	createService(t, op.ns, "web")
@@ -118,23 +125,52 @@ func TestActivation(t *testing.T) {
 	}
 
 	// Concurrent calls share one wake; each answers once the target has
-	// been scaled.
+	// been scaled. The calls start together, and the wake's scale from zero
+	// is held until every call has been registered, so none can arrive
+	// after the wake completed: a call that started a wake of its own is a
+	// broken share, not a late arrival.
+	const calls = 20
+	wakes := func(outcome string) int {
+		return int(testutil.ToFloat64(wakeRequestCount.WithLabelValues(op.ns, "web", outcome)))
+	}
+	t.Cleanup(gs.open) // before the activation server and the operator stop
+	start := make(chan struct{})
 	var wg sync.WaitGroup
-	errs := make(chan error, 20)
-	for i := 0; i < 20; i++ {
+	errs := make(chan error, calls)
+	for range calls {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			<-start
 			code, resp, err := activate(url, good, op.ns, "web")
 			if err != nil || code != http.StatusOK || resp.Replicas != 2 {
 				errs <- fmt.Errorf("activation: %d %+v %w", code, resp, err)
 			}
 		}()
 	}
+	close(start)
+	eventually(t, wait, "every call registered while the wake is held", func() error {
+		if gs.calls.Load() == 0 {
+			return fmt.Errorf("the wake has not reached its scale from zero")
+		}
+		if n := wakes(wakeStarted) + wakes(wakeJoined); n < calls {
+			return fmt.Errorf("%d of %d calls registered", n, calls)
+		}
+		return nil
+	})
+	gs.open()
 	wg.Wait()
 	close(errs)
 	for err := range errs {
 		t.Error(err)
+	}
+	if started, joined := wakes(wakeStarted), wakes(wakeJoined); started != 1 || joined != calls-1 {
+		t.Errorf("%d concurrent calls: %d started a wake and %d joined a pending one; want 1 started and %d joined",
+			calls, started, joined, calls-1)
+	}
+	if n, scaled := gs.calls.Load(), gs.scaled.Load(); n != 1 || scaled != 1 {
+		t.Errorf("%d concurrent calls sent %d scales from zero to the API server, %d of which scaled; want 1 that scaled",
+			calls, n, scaled)
 	}
 	if got := deploymentReplicas(t, op.ns, "web"); got != 2 {
 		t.Fatalf("after 200 OK the target has %d replicas, want 2", got)
@@ -167,6 +203,38 @@ func TestActivationThroughNonLeader(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// heldWakeScaler is the real /scale client, except that a scale from zero
+// waits until the test opens the gate: the wake stays pending meanwhile. It
+// counts the scales from zero asked of it, and those that scaled.
+type heldWakeScaler struct {
+	*scaling.Scaler
+	gate     chan struct{}
+	openOnce sync.Once
+	calls    atomic.Int32
+	scaled   atomic.Int32
+}
+
+func newHeldWakeScaler() *heldWakeScaler {
+	return &heldWakeScaler{Scaler: &scaling.Scaler{Client: k8s}, gate: make(chan struct{})}
+}
+
+// open lets every scale from zero through, now and later.
+func (s *heldWakeScaler) open() { s.openOnce.Do(func() { close(s.gate) }) }
+
+func (s *heldWakeScaler) ScaleFromZero(ctx context.Context, ns string, ref elastiv1alpha1.ScaleTargetRef, n int32) (bool, error) {
+	s.calls.Add(1)
+	select {
+	case <-s.gate:
+	case <-ctx.Done():
+		return false, ctx.Err()
+	}
+	ok, err := s.Scaler.ScaleFromZero(ctx, ns, ref, n)
+	if ok {
+		s.scaled.Add(1)
+	}
+	return ok, err
 }
 
 // raisingScaler is the real /scale client, except that just before its

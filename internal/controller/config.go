@@ -17,6 +17,11 @@ type Config struct {
 	// PortRangeStart and PortRangeEnd bound the resolver ports, inclusive
 	// (checked by contract.NewPortRange).
 	PortRangeStart, PortRangeEnd int32
+	// PortQuarantine is how long a freed resolver port stays out of use
+	// before another ElastiService may get it, so that every kube-proxy,
+	// ingress and mesh has dropped the proxy slice that still routed the
+	// old Service's traffic to it. Zero turns the quarantine off.
+	PortQuarantine time.Duration
 	// GracePeriod is how long the proxy slice is in place before the target
 	// is scaled to zero, so that data planes converge.
 	GracePeriod time.Duration
@@ -42,6 +47,7 @@ func DefaultConfig() Config {
 		ResolverNamespace:       "elasti-system",
 		PortRangeStart:          contract.DefaultPortRangeStart,
 		PortRangeEnd:            contract.DefaultPortRangeEnd,
+		PortQuarantine:          2 * time.Minute,
 		GracePeriod:             2 * time.Second,
 		PollingInterval:         30 * time.Second,
 		MaxConcurrentReconciles: 4,
@@ -57,6 +63,8 @@ func (c Config) Validate() error {
 	switch {
 	case c.ResolverNamespace == "":
 		return fmt.Errorf("resolver namespace must be set")
+	case c.PortQuarantine < 0:
+		return fmt.Errorf("port quarantine %s must not be negative", c.PortQuarantine)
 	case c.GracePeriod < 0:
 		return fmt.Errorf("grace period %s must not be negative", c.GracePeriod)
 	case c.PollingInterval <= 0:

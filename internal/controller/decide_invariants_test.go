@@ -1,6 +1,7 @@
 package controller
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
@@ -8,6 +9,7 @@ import (
 
 	elastiv1alpha1 "elasti.dev/elasti/api/v1alpha1"
 	"elasti.dev/elasti/internal/contract"
+	"elasti.dev/elasti/internal/scaling"
 	"elasti.dev/elasti/internal/sleepgate"
 )
 
@@ -38,5 +40,60 @@ func TestDecideNeverLeavesATargetAtZeroUnheld(t *testing.T) {
 				t.Errorf("(-want +got)\n%s", diff)
 			}
 		})
+	}
+}
+
+// TestDecideSleepsOnlyOnConfirmedIdle: over every combination of what a
+// reconcile can observe about an awake target, decide puts it to sleep only
+// at the end of a grace period, with the triggers evaluated again and still
+// idle, every gate open and no wake asked for; and a grace period that is
+// over never goes on: the scale-down either completes or is called off.
+func TestDecideSleepsOnlyOnConfirmedIdle(t *testing.T) {
+	now := time.Date(2030, 1, 1, 12, 0, 0, 0, time.UTC)
+	ports := []elastiv1alpha1.ProxyPort{{Name: "http", Port: 80, ResolverPort: 20000}}
+	const grace = 2 * time.Second
+	graces := map[string]time.Time{"unknown": {}, "running": now.Add(-grace / 2), "over": now.Add(-grace)}
+	triggers := map[string]*scaling.Result{
+		"not evaluated": nil,
+		"idle":          {State: scaling.StateIdle},
+		"active":        {State: scaling.StateActive},
+		"unhealthy":     {State: scaling.StateUnhealthy, Reason: scaling.ReasonQueryFailed},
+	}
+	gates := []sleepgate.Verdict{
+		{Reason: sleepgate.ReasonOpen, Polls: true},
+		{Reason: sleepgate.ReasonInCooldown, Polls: true, Wait: time.Minute},
+		{Reason: sleepgate.ReasonOutsideEnabledPeriod, Polls: true, Wait: time.Hour},
+		{Reason: sleepgate.ReasonKeepAwake},
+	}
+	for _, ph := range []phase{phaseServe, phaseScalingDown, phaseProxy, phaseWaking} {
+		for graceName, started := range graces {
+			for trigName, trig := range triggers {
+				for _, gate := range gates {
+					for _, flags := range [][3]bool{
+						{false, false, false}, {true, false, false}, {false, true, false}, {false, false, true},
+						{true, false, true}, {false, true, true}, {true, true, true},
+					} {
+						wake, keep, ready := flags[0], flags[1], flags[2]
+						o := observed{now: now, phase: ph, serviceFound: true, targetFound: true, replicas: 1, ports: ports,
+							resolvers: 1, ownReady: ready, wakeRequested: wake, keepAwake: keep, sleep: gate, triggers: trig,
+							graceStartedAt: started, gracePeriod: grace, pollInterval: 30 * time.Second}
+						p := decide(o)
+						name := fmt.Sprintf("%s, grace %s, triggers %s, gate %s, wake %v, keep-awake %v, ready %v",
+							ph, graceName, trigName, gate.Reason, wake, keep, ready)
+						confirmed := ph == phaseScalingDown && graceName == "over" && trigName == "idle" &&
+							gate.Allowed() && !wake && !keep
+						if p.sleep != confirmed {
+							t.Errorf("%s: sleep = %v, want %v", name, p.sleep, confirmed)
+						}
+						if ph == phaseScalingDown && graceName == "over" && !p.sleep && p.active == contract.ReasonScalingDown {
+							t.Errorf("%s: the grace period is over but the scale-down neither completed nor was called off", name)
+						}
+						if p.sleep && p.wake {
+							t.Errorf("%s: plan both wakes and sleeps", name)
+						}
+					}
+				}
+			}
+		}
 	}
 }

@@ -14,6 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/retry"
 	clocktesting "k8s.io/utils/clock/testing"
 
 	elastiv1alpha1 "elasti.dev/elasti/api/v1alpha1"
@@ -140,11 +141,9 @@ func TestSpecServiceAndTargetChange(t *testing.T) {
 	eventually(t, wait, "old asleep", wantReplicas(op.ns, "old", 0))
 	eventually(t, wait, "proxy slice on svc-a", wantProxySlices(op.ns, "svc-a", 1))
 
-	es := getES(t, op.ns, "es")
-	es.Spec.Service = "svc-b"
-	if err := k8s.Update(context.Background(), es); err != nil {
-		t.Fatal(err)
-	}
+	// The operator writes the status meanwhile: update as a user's
+	// kubectl edit does, retrying on a conflict.
+	updateES(t, op.ns, "es", func(es *elastiv1alpha1.ElastiService) { es.Spec.Service = "svc-b" })
 	eventually(t, wait, "slice left svc-a", wantProxySlices(op.ns, "svc-a", 0))
 	eventually(t, wait, "slice on svc-b", wantProxySlices(op.ns, "svc-b", 1))
 	eventually(t, wait, "ports of svc-b", func() error {
@@ -155,11 +154,7 @@ func TestSpecServiceAndTargetChange(t *testing.T) {
 		return nil
 	})
 
-	es = getES(t, op.ns, "es")
-	es.Spec.ScaleTargetRef.Name = "new"
-	if err := k8s.Update(context.Background(), es); err != nil {
-		t.Fatal(err)
-	}
+	updateES(t, op.ns, "es", func(es *elastiv1alpha1.ElastiService) { es.Spec.ScaleTargetRef.Name = "new" })
 	eventually(t, wait, "old target restored", wantReplicas(op.ns, "old", 1))
 	// The new target is up but has no ready endpoint yet: it is held in
 	// proxy mode (Waking). Once its pods are ready the Service is served
@@ -277,4 +272,18 @@ func TestRolloutTarget(t *testing.T) {
 		t.Fatalf("wake: %+v %v", res, err)
 	}
 	eventually(t, wait, "rollout awake", wantRolloutReplicas(op.ns, "ro", 1))
+}
+
+// updateES applies mutate to the ElastiService ns/name, retrying on
+// conflicts with the operator's own writes.
+func updateES(t *testing.T, ns, name string, mutate func(*elastiv1alpha1.ElastiService)) {
+	t.Helper()
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		es := getES(t, ns, name)
+		mutate(es)
+		return k8s.Update(context.Background(), es)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
 }

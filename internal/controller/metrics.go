@@ -31,6 +31,10 @@ var (
 		Name: "elasti_operator_activations_total",
 		Help: "Wake requests received by the activation server, by result (woken, forwarded, not_found, error).",
 	}, []string{"namespace", "elastiservice", "result"})
+	wakeRequestCount = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "elasti_operator_wake_requests_total",
+		Help: "Activation calls the leader handed to the reconciler, by whether the call started a wake or joined one already pending (wake: started, joined).",
+	}, []string{"namespace", "elastiservice", "wake"})
 	resolverPortsAllocated = prometheus.NewGauge(prometheus.GaugeOpts{
 		Name: "elasti_operator_resolver_ports_allocated",
 		Help: "Resolver ports this operator has allocated.",
@@ -38,7 +42,7 @@ var (
 )
 
 func init() {
-	metrics.Registry.MustRegister(reconcileDuration, scaleOperations, modeGauge, triggerEvaluations, activations, resolverPortsAllocated)
+	metrics.Registry.MustRegister(reconcileDuration, scaleOperations, modeGauge, triggerEvaluations, activations, wakeRequestCount, resolverPortsAllocated)
 }
 
 func setModeMetric(namespace, name string, mode elastiv1alpha1.Mode) {
@@ -57,7 +61,14 @@ func forgetMetrics(namespace, name string) {
 	scaleOperations.DeletePartialMatch(labels)
 	triggerEvaluations.DeletePartialMatch(labels)
 	activations.DeletePartialMatch(labels)
+	wakeRequestCount.DeletePartialMatch(labels)
 }
+
+// Values of the wake label of elasti_operator_wake_requests_total.
+const (
+	wakeStarted = "started"
+	wakeJoined  = "joined"
+)
 
 func resultLabel(err error) string {
 	if err != nil {

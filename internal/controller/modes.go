@@ -19,7 +19,9 @@ const (
 	// phaseServe: traffic goes straight to the target; triggers are polled.
 	phaseServe phase = "Serve"
 	// phaseScalingDown: the proxy slice is in place and the grace period
-	// runs before the target goes to zero.
+	// runs before the target goes to zero. Traffic in it reaches the
+	// resolvers, which report it as activation calls; at its end the
+	// triggers are evaluated again.
 	phaseScalingDown phase = "ScalingDown"
 	// phaseProxy: the target is at zero and the resolvers hold traffic.
 	phaseProxy phase = "Proxy"
@@ -141,9 +143,7 @@ func transition(o observed) plan {
 		case o.replicas == 0 && canProxy:
 			// Someone else put the target at zero: hold its traffic.
 			p.slices, p.mode, p.active = sliceEnsure, elastiv1alpha1.ModeProxy, contract.ReasonScaledToZero
-		case o.sleep.Allowed() && o.triggers != nil && o.triggers.State == scaling.StateIdle && canProxy && o.targetWatchReason == "":
-			// A target whose kind cannot be watched is not put to sleep:
-			// Ready says why, as for a trigger that cannot be evaluated.
+		case o.mayScaleDown() && canProxy:
 			p.slices, p.mode, p.active = sliceEnsure, elastiv1alpha1.ModeProxy, contract.ReasonScalingDown
 			p.startGrace = true
 			p.requeueAfter = o.gracePeriod
@@ -154,27 +154,36 @@ func transition(o observed) plan {
 	case phaseScalingDown:
 		switch {
 		case o.wakeRequested || o.keepAwake:
-			// A request arrived during the grace period: the scale-down
-			// is called off and the target stays up.
+			// Traffic reached a resolver during the grace period (the
+			// resolver reports what it forwards as an activation call), or
+			// someone asked for a wake: the scale-down is called off, and
+			// the wake restarts the cooldown.
 			p.wake = true
 		case !canProxy:
 			p.failOpen = true
-		default:
+		case o.graceStartedAt.IsZero():
+			// A new leader found a scale-down in flight: it waits a full
+			// grace period of its own.
 			p.slices, p.mode, p.active = sliceEnsure, elastiv1alpha1.ModeProxy, contract.ReasonScalingDown
-			if rest := o.graceStartedAt.Add(o.gracePeriod).Sub(o.now); !o.graceStartedAt.IsZero() && rest > 0 {
-				p.requeueAfter = rest
-				return p
-			}
-			if o.graceStartedAt.IsZero() {
-				// A new leader found a scale-down in flight: it waits a
-				// full grace period of its own.
-				p.startGrace = true
-				p.requeueAfter = o.gracePeriod
-				return p
-			}
-			p.sleep = true
-			p.active = contract.ReasonScaledToZero
+			p.startGrace = true
+			p.requeueAfter = o.gracePeriod
 			return p
+		case !o.graceOver():
+			p.slices, p.mode, p.active = sliceEnsure, elastiv1alpha1.ModeProxy, contract.ReasonScalingDown
+			p.requeueAfter = o.graceStartedAt.Add(o.gracePeriod).Sub(o.now)
+			return p
+		case o.replicas == 0 || o.mayScaleDown():
+			// The triggers, evaluated again now that the grace period is
+			// over, still say idle. (A target already at zero is one whose
+			// scale-down went through but whose status was not written:
+			// finish it.)
+			p.slices, p.mode, p.active = sliceEnsure, elastiv1alpha1.ModeProxy, contract.ReasonScaledToZero
+			p.sleep = true
+			return p
+		default:
+			// The triggers no longer say idle, cannot be evaluated, or a
+			// gate closed during the grace period: the scale-down is called
+			// off and the target is left as it is.
 		}
 		if o.ownReady {
 			return p // serve
@@ -206,6 +215,41 @@ func transition(o observed) plan {
 			p.active = contract.ReasonWaking
 		}
 		return p
+	}
+}
+
+// mayScaleDown is the one rule for putting an awake target to sleep,
+// applied when a scale-down starts and again when its grace period ends:
+// every sleep gate is open and the triggers, evaluated for this reconcile,
+// say idle. A target whose kind cannot be watched is not put to sleep:
+// Ready says why, as for a trigger that cannot be evaluated.
+func (o observed) mayScaleDown() bool {
+	return o.sleep.Allowed() && o.triggers != nil && o.triggers.State == scaling.StateIdle && o.targetWatchReason == ""
+}
+
+// graceOver reports whether the grace period of the scale-down in flight
+// has run out. One whose start this operator does not know (a new leader)
+// has not: it waits a grace period of its own.
+func (o observed) graceOver() bool {
+	return !o.graceStartedAt.IsZero() && !o.now.Before(o.graceStartedAt.Add(o.gracePeriod))
+}
+
+// needsTriggers says whether decide will read the triggers, so that observe
+// evaluates them only then: in serve, to start a scale-down, and once the
+// grace period is over, to confirm it. Never in the middle of the grace
+// period, and never for a target that is to be woken or may not sleep now
+// anyway.
+func (o observed) needsTriggers() bool {
+	if !o.targetFound || o.replicas == 0 || o.wakeRequested || !o.sleep.Allowed() {
+		return false
+	}
+	switch o.phase {
+	case phaseServe:
+		return true
+	case phaseScalingDown:
+		return o.graceOver()
+	default:
+		return false
 	}
 }
 

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"sort"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
@@ -96,12 +97,19 @@ func TestModeSwitchBothDirections(t *testing.T) {
 }
 
 // TestPortAllocationNoCollisions: 200 ElastiServices fill a 200-port range
-// without a collision; the 201st finds it exhausted until one is deleted.
+// without a collision; the 201st finds it exhausted until one is deleted
+// and the freed port has left its quarantine.
 func TestPortAllocationNoCollisions(t *testing.T) {
 	const n = 200
 	op := startOperator(t, operatorOptions{
 		triggers: newFakeTriggers(scaling.StateActive),
-		cfg:      func(c *Config) { c.PortRangeStart, c.PortRangeEnd = 21000, 21000+n-1 },
+		cfg: func(c *Config) {
+			c.PortRangeStart, c.PortRangeEnd = 21000, 21000+n-1
+			// A freed port is no longer reused at once; a short
+			// quarantine keeps the reuse below within the wait
+			// (TestFreedPortNotReusedAtOnce covers the quarantine).
+			c.PortQuarantine = 2 * time.Second
+		},
 	})
 	for i := 0; i < n; i++ {
 		name := fmt.Sprintf("svc-%03d", i)

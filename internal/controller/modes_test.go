@@ -74,12 +74,62 @@ func TestDecide(t *testing.T) {
 			plan{wake: true, slices: sliceEnsure, mode: elastiv1alpha1.ModeProxy, active: contract.ReasonWaking}},
 		{"grace running", base(phaseScalingDown, func(o *observed) { o.graceStartedAt = now.Add(-time.Second) }),
 			plan{slices: sliceEnsure, mode: elastiv1alpha1.ModeProxy, active: contract.ReasonScalingDown, requeueAfter: time.Second}},
-		{"grace over: sleep", base(phaseScalingDown, func(o *observed) { o.graceStartedAt = now.Add(-3 * time.Second) }),
-			plan{slices: sliceEnsure, mode: elastiv1alpha1.ModeProxy, active: contract.ReasonScaledToZero, sleep: true}},
 		{"new leader restarts the grace", base(phaseScalingDown, nil),
 			plan{slices: sliceEnsure, mode: elastiv1alpha1.ModeProxy, active: contract.ReasonScalingDown, startGrace: true, requeueAfter: 2 * time.Second}},
-		{"request during the grace calls the scale-down off", base(phaseScalingDown, func(o *observed) { o.wakeRequested = true; o.ownReady = true }),
-			plan{wake: true, slices: sliceDelete, mode: elastiv1alpha1.ModeServe, active: contract.ReasonServing, requeueAfter: 30 * time.Second}},
+		// What production sees when a request arrives in the grace period:
+		// the target is still up with ready endpoints, so the resolver
+		// forwards the request at once and reports it with an activation
+		// call; observe does not evaluate the triggers for a wake.
+		{"request during the grace calls the scale-down off", base(phaseScalingDown, func(o *observed) {
+			o.graceStartedAt = now.Add(-time.Second)
+			o.ownReady = true
+			o.wakeRequested = true
+		}), plan{wake: true, slices: sliceDelete, mode: elastiv1alpha1.ModeServe, active: contract.ReasonServing, requeueAfter: 30 * time.Second}},
+		{"request as the grace ends still calls the scale-down off", base(phaseScalingDown, func(o *observed) {
+			o.graceStartedAt = now.Add(-3 * time.Second)
+			o.ownReady = true
+			o.wakeRequested = true
+		}), plan{wake: true, slices: sliceDelete, mode: elastiv1alpha1.ModeServe, active: contract.ReasonServing, requeueAfter: 30 * time.Second}},
+		// At the end of the grace period the triggers are evaluated again.
+		{"grace over, triggers still idle: sleep", base(phaseScalingDown, func(o *observed) {
+			o.graceStartedAt = now.Add(-3 * time.Second)
+			o.ownReady = true
+			o.triggers = idle
+		}), plan{slices: sliceEnsure, mode: elastiv1alpha1.ModeProxy, active: contract.ReasonScaledToZero, sleep: true}},
+		{"grace over, triggers busy: called off, target untouched", base(phaseScalingDown, func(o *observed) {
+			o.graceStartedAt = now.Add(-3 * time.Second)
+			o.ownReady = true
+			o.triggers = active
+		}), serve},
+		{"grace over, a trigger fails: not put to sleep", base(phaseScalingDown, func(o *observed) {
+			o.graceStartedAt = now.Add(-3 * time.Second)
+			o.ownReady = true
+			o.triggers = unhealthy
+		}), serve},
+		{"grace over, triggers not evaluated: not put to sleep", base(phaseScalingDown, func(o *observed) {
+			o.graceStartedAt = now.Add(-3 * time.Second)
+			o.ownReady = true
+		}), serve},
+		{"grace over, the enabledPeriod closed meanwhile: called off", base(phaseScalingDown, func(o *observed) {
+			o.graceStartedAt = now.Add(-3 * time.Second)
+			o.ownReady = true
+			o.triggers = idle
+			o.sleep = sleepgate.Verdict{Reason: sleepgate.ReasonOutsideEnabledPeriod, Polls: true, Wait: time.Hour}
+		}), serve},
+		{"grace over, target kind no longer watched: called off", base(phaseScalingDown, func(o *observed) {
+			o.graceStartedAt = now.Add(-3 * time.Second)
+			o.ownReady = true
+			o.triggers = idle
+			o.targetWatchReason = ReasonTargetWatchNotSynced
+		}), serve},
+		{"grace over, called off without a ready endpoint: keep holding", base(phaseScalingDown, func(o *observed) {
+			o.graceStartedAt = now.Add(-3 * time.Second)
+			o.triggers = active
+		}), plan{slices: sliceEnsure, mode: elastiv1alpha1.ModeProxy, active: contract.ReasonWaking}},
+		{"grace over, target already at zero: finish the scale-down", base(phaseScalingDown, func(o *observed) {
+			o.graceStartedAt = now.Add(-3 * time.Second)
+			o.replicas = 0
+		}), plan{slices: sliceEnsure, mode: elastiv1alpha1.ModeProxy, active: contract.ReasonScaledToZero, sleep: true}},
 		{"resolvers gone during the grace: fail open", base(phaseScalingDown, func(o *observed) { o.resolvers = 0 }),
 			plan{failOpen: true, slices: sliceDelete, mode: elastiv1alpha1.ModeServe, active: contract.ReasonWaking, requeueAfter: 30 * time.Second}},
 		{"asleep stays asleep", base(phaseProxy, func(o *observed) { o.replicas = 0 }),
@@ -103,5 +153,53 @@ func TestDecide(t *testing.T) {
 				t.Errorf("(-want +got)\n%s", diff)
 			}
 		})
+	}
+}
+
+// TestNeedsTriggers: observe evaluates the triggers in serve and once the
+// grace period is over, never in the middle of it.
+func TestNeedsTriggers(t *testing.T) {
+	now := time.Date(2030, 1, 1, 12, 0, 0, 0, time.UTC)
+	open := sleepgate.Verdict{Reason: sleepgate.ReasonOpen, Polls: true}
+	base := func(ph phase, mut func(*observed)) observed {
+		o := observed{now: now, phase: ph, targetFound: true, replicas: 1, sleep: open, gracePeriod: 2 * time.Second}
+		if mut != nil {
+			mut(&o)
+		}
+		return o
+	}
+	for _, tc := range []struct {
+		name string
+		o    observed
+		want bool
+	}{
+		{"serve", base(phaseServe, nil), true},
+		{"serve, wake requested", base(phaseServe, func(o *observed) { o.wakeRequested = true }), false},
+		{"serve, in cooldown", base(phaseServe, func(o *observed) { o.sleep = sleepgate.Verdict{Reason: sleepgate.ReasonInCooldown, Polls: true} }), false},
+		{"serve, target at zero", base(phaseServe, func(o *observed) { o.replicas = 0 }), false},
+		{"serve, target missing", base(phaseServe, func(o *observed) { o.targetFound = false }), false},
+		{"grace just started", base(phaseScalingDown, func(o *observed) { o.graceStartedAt = now }), false},
+		{"grace running", base(phaseScalingDown, func(o *observed) { o.graceStartedAt = now.Add(-1999 * time.Millisecond) }), false},
+		{"grace over to the nanosecond", base(phaseScalingDown, func(o *observed) { o.graceStartedAt = now.Add(-2 * time.Second) }), true},
+		{"grace long over", base(phaseScalingDown, func(o *observed) { o.graceStartedAt = now.Add(-time.Minute) }), true},
+		{"grace start unknown (new leader)", base(phaseScalingDown, nil), false},
+		{"grace over, wake requested", base(phaseScalingDown, func(o *observed) {
+			o.graceStartedAt = now.Add(-time.Minute)
+			o.wakeRequested = true
+		}), false},
+		{"grace over, keep-awake", base(phaseScalingDown, func(o *observed) {
+			o.graceStartedAt = now.Add(-time.Minute)
+			o.sleep = sleepgate.Verdict{Reason: sleepgate.ReasonKeepAwake}
+		}), false},
+		{"grace over, target at zero", base(phaseScalingDown, func(o *observed) {
+			o.graceStartedAt = now.Add(-time.Minute)
+			o.replicas = 0
+		}), false},
+		{"proxy", base(phaseProxy, func(o *observed) { o.replicas = 0 }), false},
+		{"waking", base(phaseWaking, nil), false},
+	} {
+		if got := tc.o.needsTriggers(); got != tc.want {
+			t.Errorf("%s: needsTriggers() = %v, want %v", tc.name, got, tc.want)
+		}
 	}
 }

@@ -95,7 +95,7 @@ func (r *Reconciler) observe(ctx context.Context, es *elastiv1alpha1.ElastiServi
 
 	o.phase = currentPhase(es.Status, o.replicas)
 	o.sleep = sleepgate.Evaluate(es, o.now)
-	if o.phase == phaseServe && o.targetFound && o.replicas > 0 && !o.wakeRequested && o.sleep.Allowed() {
+	if o.needsTriggers() {
 		res := r.triggers.Evaluate(ctx, es)
 		o.triggers = &res
 		triggerEvaluations.WithLabelValues(es.Namespace, es.Name, string(res.State)).Inc()

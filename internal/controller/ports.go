@@ -6,10 +6,12 @@ import (
 	"fmt"
 	"strconv"
 	"sync"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 
@@ -54,32 +56,66 @@ func proxiedPorts(svc *corev1.Service) []corev1.ServicePort {
 // by this process whose status write has not reached the cache yet.
 // Allocation is serialized by mu; only the leader reconciles.
 //
+// A freed port is not handed out again at once: a node or an ingress that
+// still has the old proxy slice would send the old Service's clients to the
+// new one. It stays in quarantine (ports_quarantine.go) for the configured
+// period. New ports are taken from a cursor that moves on through the range
+// rather than lowest first, so that a port freed lately usually comes round
+// last, even in a process that has lost the quarantine (a restart).
+//
 // An ElastiService the range has no room for waits for an event, not for a
 // timer or the work queue's backoff: it is remembered in waiting, and every
-// port that frees up (an ElastiService released, or one that needs fewer
-// ports) sends each waiter to the controller through events.
+// port that becomes free (an ElastiService released, or one that needs fewer
+// ports, or a port leaving quarantine) sends each waiter to the controller
+// through events.
 type portAllocator struct {
 	start, end int32
 	// holders finds which ElastiServices have port p in their status.
 	holders func(ctx context.Context, port int32) ([]elastiv1alpha1.ElastiService, error)
+	reusePolicy
 
 	mu       sync.Mutex
 	reserved map[int32]types.NamespacedName
 	byKey    map[types.NamespacedName][]elastiv1alpha1.ProxyPort
 	waiting  map[types.NamespacedName]struct{}
+	// next is the port a new allocation tries first; 0 until this process
+	// first needs one.
+	next int32
+	quarantineState
 
 	// events carries the waiters to reconcile again; the controller
 	// watches it through source.Channel.
 	events chan event.GenericEvent
 }
 
+// reusePolicy is how the allocator keeps a freed port from being handed
+// out again too soon. The zero value (with a clock) has no quarantine and
+// starts the cursor at the first port of the longest unused run.
+type reusePolicy struct {
+	quarantine time.Duration
+	clock      clock.WithDelayedExecution
+	// inUse lists every resolver port some status records, for
+	// startCursorLocked; nil knows only this process's reservations.
+	inUse func(ctx context.Context) ([]int32, error)
+	// randN picks where in that run the cursor starts; nil picks its
+	// first port.
+	randN func(n int) int
+}
+
+// newPortAllocator returns an allocator without quarantine whose cursor
+// starts deterministically, as the older allocator tests expect.
 func newPortAllocator(start, end int32, holders func(context.Context, int32) ([]elastiv1alpha1.ElastiService, error)) *portAllocator {
+	return newPortAllocatorWith(start, end, holders, reusePolicy{clock: clock.RealClock{}})
+}
+
+func newPortAllocatorWith(start, end int32, holders func(context.Context, int32) ([]elastiv1alpha1.ElastiService, error), policy reusePolicy) *portAllocator {
 	return &portAllocator{
-		start: start, end: end, holders: holders,
-		reserved: map[int32]types.NamespacedName{},
-		byKey:    map[types.NamespacedName][]elastiv1alpha1.ProxyPort{},
-		waiting:  map[types.NamespacedName]struct{}{},
-		events:   make(chan event.GenericEvent, 1024),
+		start: start, end: end, holders: holders, reusePolicy: policy,
+		reserved:        map[int32]types.NamespacedName{},
+		byKey:           map[types.NamespacedName][]elastiv1alpha1.ProxyPort{},
+		waiting:         map[types.NamespacedName]struct{}{},
+		quarantineState: newQuarantineState(),
+		events:          make(chan event.GenericEvent, 1024),
 	}
 }
 
@@ -94,13 +130,33 @@ func cacheHolders(c client.Reader) func(context.Context, int32) ([]elastiv1alpha
 	}
 }
 
+// cacheInUse lists the ports every cached status records.
+func cacheInUse(c client.Reader) func(context.Context) ([]int32, error) {
+	return func(ctx context.Context) ([]int32, error) {
+		list := &elastiv1alpha1.ElastiServiceList{}
+		if err := c.List(ctx, list); err != nil {
+			return nil, fmt.Errorf("list ElastiServices: %w", err)
+		}
+		var out []int32
+		for i := range list.Items {
+			for _, p := range list.Items[i].Status.ProxyPorts {
+				out = append(out, p.ResolverPort)
+			}
+		}
+		return out, nil
+	}
+}
+
 // Allocate returns es's proxy ports for the Service's TCP ports: existing
 // allocations are kept (matched by port name) unless another ElastiService
-// with precedence holds the same port; new ones take the lowest free port.
+// with precedence holds the same port; new ones take the next free port
+// after the cursor that is not in quarantine. Ports es no longer needs go
+// into quarantine.
 func (a *portAllocator) Allocate(ctx context.Context, es *elastiv1alpha1.ElastiService, svc *corev1.Service) ([]elastiv1alpha1.ProxyPort, error) {
 	key := client.ObjectKeyFromObject(es)
 	a.mu.Lock()
 	defer a.mu.Unlock()
+	now := a.clock.Now()
 
 	previous := map[string]int32{}
 	for _, p := range es.Status.ProxyPorts {
@@ -118,6 +174,8 @@ func (a *portAllocator) Allocate(ctx context.Context, es *elastiv1alpha1.ElastiS
 		if sp.AppProtocol != nil {
 			pp.AppProtocol = *sp.AppProtocol
 		}
+		// Keeping a port is not reuse: whatever still routes to it
+		// means this same Service port.
 		if prev, ok := previous[sp.Name]; ok && !inUse[prev] {
 			free, err := a.freeFor(ctx, es, prev, true)
 			if err != nil {
@@ -128,11 +186,12 @@ func (a *portAllocator) Allocate(ctx context.Context, es *elastiv1alpha1.ElastiS
 			}
 		}
 		if pp.ResolverPort == 0 {
-			p, err := a.lowestFree(ctx, es, inUse)
+			p, err := a.nextFree(ctx, es, inUse, now)
 			if errors.Is(err, ErrPortsExhausted) {
 				// Wait for a port to free up. What es holds stays
 				// reserved: its status still records it.
 				a.waiting[key] = struct{}{}
+				a.scheduleLocked(now)
 			}
 			if err != nil {
 				return nil, err
@@ -143,23 +202,33 @@ func (a *portAllocator) Allocate(ctx context.Context, es *elastiv1alpha1.ElastiS
 		out = append(out, pp)
 	}
 	delete(a.waiting, key)
-	if freesPorts(es.Status.ProxyPorts, out) || freesPorts(a.byKey[key], out) {
-		a.wakeWaitersLocked()
-	}
+	dropped := droppedPorts(es.Status.ProxyPorts, out)
+	dropped = append(dropped, droppedPorts(a.byKey[key], out)...)
 	a.setLocked(key, out)
+	a.freeLocked(dropped, now)
 	return out, nil
 }
 
 // Release frees every port reserved for key, for an ElastiService that is
-// gone, and wakes the ElastiServices waiting for a port. It wakes them even
-// when this process reserved nothing for key (a new leader reserves nothing
-// until it reconciles): the ports in key's status are free too.
+// gone. Without a quarantine it wakes the ElastiServices waiting for a port
+// even when this process reserved nothing for key (a new leader reserves
+// nothing until it reconciles): the ports in key's status are free too. With
+// one, those ports reach the quarantine through the informer's delete
+// notification (statusHandler), which wakes the waiters when it ends.
 func (a *portAllocator) Release(key types.NamespacedName) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	delete(a.waiting, key)
+	var freed []int32
+	for _, p := range a.byKey[key] {
+		freed = append(freed, p.ResolverPort)
+	}
 	a.setLocked(key, nil)
-	a.wakeWaitersLocked()
+	if a.quarantine == 0 {
+		a.wakeWaitersLocked()
+		return
+	}
+	a.freeLocked(freed, a.clock.Now())
 }
 
 // wakeWaitersLocked enqueues every waiting ElastiService. A waiter stays
@@ -176,14 +245,15 @@ func (a *portAllocator) wakeWaitersLocked() {
 	}
 }
 
-// freesPorts reports whether a resolver port in had is missing from now.
-func freesPorts(had, now []elastiv1alpha1.ProxyPort) bool {
+// droppedPorts returns the resolver ports in had that are missing from now.
+func droppedPorts(had, now []elastiv1alpha1.ProxyPort) []int32 {
+	var out []int32
 	for _, p := range had {
 		if !containsPort(now, p.ResolverPort) {
-			return true
+			out = append(out, p.ResolverPort)
 		}
 	}
-	return false
+	return out
 }
 
 func (a *portAllocator) setLocked(key types.NamespacedName, ports []elastiv1alpha1.ProxyPort) {
@@ -204,8 +274,23 @@ func (a *portAllocator) setLocked(key types.NamespacedName, ports []elastiv1alph
 	resolverPortsAllocated.Set(float64(len(a.reserved)))
 }
 
-func (a *portAllocator) lowestFree(ctx context.Context, es *elastiv1alpha1.ElastiService, inUse map[int32]bool) (int32, error) {
-	for p := a.start; p <= a.end; p++ {
+// nextFree returns the first port from the cursor on, once round the range,
+// that es may take and that is not in quarantine, and moves the cursor past
+// it. Allocating in this order rather than lowest first means a freed port
+// comes round only when the cursor reaches it again. The cursor passed the
+// ports handed out lately a short while ago, so those freed soon after they
+// were taken (the churn of short-lived ElastiServices) are the last to be
+// reused, and the ports ahead are those left unused longest.
+func (a *portAllocator) nextFree(ctx context.Context, es *elastiv1alpha1.ElastiService, inUse map[int32]bool, now time.Time) (int32, error) {
+	if a.next == 0 {
+		if err := a.startCursorLocked(ctx, now); err != nil {
+			return 0, err
+		}
+	}
+	size := a.end - a.start + 1
+	quarantined := 0
+	for i := int32(0); i < size; i++ {
+		p := a.start + (a.next-a.start+i)%size
 		if inUse[p] {
 			continue
 		}
@@ -213,17 +298,101 @@ func (a *portAllocator) lowestFree(ctx context.Context, es *elastiv1alpha1.Elast
 		if err != nil {
 			return 0, err
 		}
-		if free {
-			return p, nil
+		if !free {
+			continue
 		}
+		if a.quarantinedLocked(p, now) {
+			quarantined++
+			continue
+		}
+		a.next = a.start + (p-a.start+1)%size
+		return p, nil
+	}
+	if quarantined > 0 {
+		return 0, fmt.Errorf("%w (%d-%d): %d freed port(s) still in quarantine (--port-quarantine)", ErrPortsExhausted, a.start, a.end, quarantined)
 	}
 	return 0, fmt.Errorf("%w (%d-%d)", ErrPortsExhausted, a.start, a.end)
+}
+
+// startCursorLocked places the cursor of a process that has not allocated
+// yet (a restart, a new leader). What was freed before it started is not
+// known, so it starts at a random port of the longest run of unused ports:
+// a port freed among those still in use (or still quarantined here) comes
+// round only after the whole run, and one freed at the edge of the run is
+// the next one only by a 1-in-the-run's-length chance. A fixed rule (say,
+// after the highest port in use) would pick the port just freed at the top
+// every time.
+func (a *portAllocator) startCursorLocked(ctx context.Context, now time.Time) error {
+	used := map[int32]bool{}
+	if a.inUse != nil {
+		recorded, err := a.inUse(ctx)
+		if err != nil {
+			return err
+		}
+		for _, p := range recorded {
+			used[p] = true
+		}
+	}
+	for p := range a.reserved {
+		used[p] = true
+	}
+	for p := range a.recorded {
+		used[p] = true
+	}
+	for p := range a.freedAt {
+		if a.quarantinedLocked(p, now) {
+			used[p] = true
+		}
+	}
+	begin, length := longestUnusedRun(a.start, a.end, used)
+	if length > 0 && a.randN != nil {
+		begin += a.randN(length)
+	}
+	a.next = a.start + int32(begin%int(a.end-a.start+1))
+	return nil
+}
+
+// longestUnusedRun finds the longest run of ports not in used, going round
+// the range as a ring; begin is its offset from start. A range with every
+// port used has no run (length 0).
+func longestUnusedRun(start, end int32, used map[int32]bool) (begin, length int) {
+	size := int(end - start + 1)
+	anchor := -1
+	for i := 0; i < size; i++ {
+		if used[start+int32(i)] {
+			anchor = i
+			break
+		}
+	}
+	if anchor < 0 {
+		return 0, size
+	}
+	runBegin, runLen := 0, 0
+	for k := 1; k <= size; k++ {
+		i := (anchor + k) % size
+		if used[start+int32(i)] {
+			if runLen > length {
+				begin, length = runBegin, runLen
+			}
+			runLen = 0
+			continue
+		}
+		if runLen == 0 {
+			runBegin = i
+		}
+		runLen++
+	}
+	return begin, length
 }
 
 // freeFor reports whether es may hold port p: it is in range, not reserved
 // by another ElastiService in this process, and not recorded by another
 // ElastiService. When es already held p (kept is true) and another one
-// records it too, the one with precedence keeps it.
+// records it too, the one with precedence keeps it. A port es did not hold
+// must also be missing from every status the informer last notified: the
+// cache drops a deleted ElastiService a moment before the notification that
+// puts its ports in quarantine arrives, and in that moment the port would
+// look free.
 func (a *portAllocator) freeFor(ctx context.Context, es *elastiv1alpha1.ElastiService, p int32, kept bool) (bool, error) {
 	if p < a.start || p > a.end {
 		return false, nil
@@ -231,6 +400,13 @@ func (a *portAllocator) freeFor(ctx context.Context, es *elastiv1alpha1.ElastiSe
 	key := client.ObjectKeyFromObject(es)
 	if holder, ok := a.reserved[p]; ok && holder != key {
 		return false, nil
+	}
+	if !kept {
+		for k := range a.recorded[p] {
+			if k != key {
+				return false, nil
+			}
+		}
 	}
 	others, err := a.holders(ctx, p)
 	if err != nil {

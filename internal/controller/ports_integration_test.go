@@ -19,14 +19,18 @@ import (
 )
 
 // TestPortWaiterWokenWhenPortFrees: an ElastiService the range has no room
-// for gets the port of a deleted one at once, through an event. No timer
-// can help it: the polling interval is an hour and it has no triggers.
+// for gets the port of a deleted one as soon as its quarantine is over (not
+// before), through an event. No timer can help it: the polling interval is
+// an hour and it has no triggers. This test used to expect the port at once;
+// since freed ports are quarantined it expects it when the quarantine ends.
 func TestPortWaiterWokenWhenPortFrees(t *testing.T) {
+	const quarantine = 3 * time.Second
 	op := startOperator(t, operatorOptions{
 		triggers: newFakeTriggers(scaling.StateActive),
 		cfg: func(c *Config) {
 			c.PortRangeStart, c.PortRangeEnd = 22000, 22001
 			c.PollingInterval = time.Hour
+			c.PortQuarantine = quarantine
 		},
 	})
 	noTriggers := func(es *elastiv1alpha1.ElastiService) { es.Spec.Triggers = nil }
@@ -52,7 +56,11 @@ func TestPortWaiterWokenWhenPortFrees(t *testing.T) {
 		}
 		return nil
 	})
-	t.Logf("c got port %d %s after a's deletion", freed, time.Since(start).Round(time.Millisecond))
+	took := time.Since(start)
+	t.Logf("c got port %d %s after a's deletion", freed, took.Round(time.Millisecond))
+	if took < quarantine {
+		t.Fatalf("c got the freed port %s after a's deletion, inside the %s quarantine", took, quarantine)
+	}
 	eventually(t, wait, "c ready", wantCondition(op.ns, "c", elastiv1alpha1.ConditionReady, metav1.ConditionFalse, ReasonTargetNotFound))
 }
 

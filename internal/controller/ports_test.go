@@ -24,6 +24,16 @@ func (c fakeCache) holders(_ context.Context, p int32) ([]elastiv1alpha1.ElastiS
 	return c[p], nil
 }
 
+func (c fakeCache) inUse(context.Context) ([]int32, error) {
+	var out []int32
+	for p, list := range c {
+		if len(list) > 0 {
+			out = append(out, p)
+		}
+	}
+	return out, nil
+}
+
 // record writes es's status as the cache would show it.
 func (c fakeCache) record(es *elastiv1alpha1.ElastiService, ports []elastiv1alpha1.ProxyPort) {
 	c.forget(keyOf(es))
@@ -91,6 +101,11 @@ func allocate(t *testing.T, a *portAllocator, c fakeCache, es *elastiv1alpha1.El
 	}
 	return out, nil
 }
+
+// The waiter tests below use newPortAllocator, which has no quarantine: they
+// are about how a released port reaches a waiter, and a quarantine only
+// delays that (TestQuarantineEndWakesWaiter covers the delayed wake). Before
+// the quarantine, every allocator reused a port at once.
 
 // TestPortWaiterWokenOnRelease: an ElastiService the range has no room for
 // is enqueued as soon as another one releases its port, and then gets it,

@@ -98,7 +98,8 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.
 }
 
 // execute carries a plan out in DESIGN.md's order: wake first; the proxy
-// slice before any scale-down; KEDA paused before the target goes to zero.
+// slice before any scale-down, with status.proxyPorts recording its ports
+// before it is written; KEDA paused before the target goes to zero.
 // The proxy slices list the resolvers observe listed, the same ones decide
 // counted, so a slice never disagrees with the plan that asked for it. It
 // returns what it did, for the status and the waiting activation calls.
@@ -121,6 +122,13 @@ func (r *Reconciler) execute(ctx context.Context, es *elastiv1alpha1.ElastiServi
 	var want []*discoveryv1.EndpointSlice
 	if p.slices == sliceEnsure {
 		want = proxySlices(es, o.ports, l.resolvers)
+	}
+	if len(want) > 0 {
+		// The allocation is durable before a slice uses it, so that a
+		// leader elected after a crash here sees these ports as taken.
+		if err := r.recordProxyPorts(ctx, es, o.ports); err != nil {
+			return fx, err
+		}
 	}
 	if err := r.ensureSlices(ctx, es, want); err != nil {
 		return fx, err

@@ -3,6 +3,7 @@ package controller
 import (
 	"context"
 	"fmt"
+	"math/rand/v2"
 	"reflect"
 	"time"
 
@@ -54,6 +55,11 @@ func Setup(ctx context.Context, mgr ctrl.Manager, cfg Config, deps Deps) (*Waker
 	if cfg.Clock == nil {
 		cfg.Clock = clock.RealClock{}
 	}
+	// The port quarantine ends on a timer of this clock.
+	timers, ok := cfg.Clock.(clock.WithDelayedExecution)
+	if !ok {
+		return nil, fmt.Errorf("the clock %T has no AfterFunc", cfg.Clock)
+	}
 	live := mgr.GetAPIReader()
 	if deps.Scaler == nil {
 		// /scale reads must be live: a cache would need list/watch on every
@@ -87,9 +93,11 @@ func Setup(ctx context.Context, mgr ctrl.Manager, cfg Config, deps Deps) (*Waker
 		recorder:    mgr.GetEventRecorder("elasti-operator"),
 		clock:       cfg.Clock,
 		cfg:         cfg,
-		ports:       newPortAllocator(cfg.PortRangeStart, cfg.PortRangeEnd, cacheHolders(mgr.GetClient())),
-		wakes:       newWakeRequests(),
-		grace:       newGraceTimers(),
+		ports: newPortAllocatorWith(cfg.PortRangeStart, cfg.PortRangeEnd, cacheHolders(mgr.GetClient()), reusePolicy{
+			quarantine: cfg.PortQuarantine, clock: timers, inUse: cacheInUse(mgr.GetClient()), randN: rand.IntN,
+		}),
+		wakes: newWakeRequests(),
+		grace: newGraceTimers(),
 	}
 	c, err := ctrl.NewControllerManagedBy(mgr).
 		Named("elastiservice").
@@ -115,6 +123,16 @@ func Setup(ctx context.Context, mgr ctrl.Manager, cfg Config, deps Deps) (*Waker
 		Build(r)
 	if err != nil {
 		return nil, fmt.Errorf("build the ElastiService controller: %w", err)
+	}
+	// The allocator follows the statuses' ports on every replica, leader or
+	// not: the caches run on followers too, so a standby that is elected
+	// knows which ports were freed while it stood by.
+	esInformer, err := mgr.GetCache().GetInformer(ctx, &elastiv1alpha1.ElastiService{})
+	if err != nil {
+		return nil, fmt.Errorf("get the ElastiService informer: %w", err)
+	}
+	if _, err := esInformer.AddEventHandler(r.ports.statusHandler()); err != nil {
+		return nil, fmt.Errorf("follow the ElastiServices' resolver ports: %w", err)
 	}
 	r.targets = &targetWatches{
 		cache: mgr.GetCache(), ctrl: c, enqueue: r.forTarget, live: live, clock: cfg.Clock,

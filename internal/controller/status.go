@@ -11,6 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/klog/v2"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	elastiv1alpha1 "elasti.dev/elasti/api/v1alpha1"
 	"elasti.dev/elasti/internal/contract"
@@ -181,6 +182,25 @@ func (r *Reconciler) writeStatus(ctx context.Context, es *elastiv1alpha1.ElastiS
 		return fmt.Errorf("update status of ElastiService %s/%s: %w", es.Namespace, es.Name, err)
 	}
 	ctrl.LoggerFrom(ctx).V(1).Info("status updated", "elastiservice", klog.KObj(es), "mode", st.Mode)
+	return nil
+}
+
+// recordProxyPorts writes the allocation to status.proxyPorts ahead of the
+// rest of the status, when it differs from what the status records. A proxy
+// slice may use a port only once the status records it: the statuses are
+// all a new leader knows about taken ports, so a crash between a slice write
+// and a later status write would let it hand a port that a slice routes to
+// another ElastiService. The patch is optimistic, as writeStatus's update is.
+func (r *Reconciler) recordProxyPorts(ctx context.Context, es *elastiv1alpha1.ElastiService, ports []elastiv1alpha1.ProxyPort) error {
+	if equality.Semantic.DeepEqual(es.Status.ProxyPorts, ports) {
+		return nil
+	}
+	orig := es.DeepCopy()
+	es.Status.ProxyPorts = ports
+	if err := r.client.Status().Patch(ctx, es, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{})); err != nil {
+		return fmt.Errorf("record proxyPorts of ElastiService %s/%s: %w", es.Namespace, es.Name, err)
+	}
+	ctrl.LoggerFrom(ctx).V(1).Info("proxyPorts recorded", "elastiservice", klog.KObj(es), "ports", len(ports))
 	return nil
 }
 

@@ -43,7 +43,8 @@ func newWakeRequests() *wakeRequests {
 // request registers a wake (or joins the pending one) and enqueues the
 // object. A wake that cannot be enqueued before ctx ends is forgotten, and
 // the calls that joined it get the error: no reconcile is coming for it, so
-// nothing else would answer them, and the next call starts afresh.
+// nothing else would answer them, and the next call starts afresh. Each
+// call is counted as started or joined once it is registered.
 func (w *wakeRequests) request(ctx context.Context, key types.NamespacedName) (*wakeCall, error) {
 	w.mu.Lock()
 	call, ok := w.pending[key]
@@ -53,8 +54,10 @@ func (w *wakeRequests) request(ctx context.Context, key types.NamespacedName) (*
 	}
 	w.mu.Unlock()
 	if ok {
+		wakeRequestCount.WithLabelValues(key.Namespace, key.Name, wakeJoined).Inc()
 		return call, nil
 	}
+	wakeRequestCount.WithLabelValues(key.Namespace, key.Name, wakeStarted).Inc()
 	es := &elastiv1alpha1.ElastiService{ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name}}
 	select {
 	case w.events <- event.GenericEvent{Object: es}:

@@ -21,6 +21,8 @@
 //     HoldQueue bound and the event-driven wait for a ready endpoint
 //     (Endpoints, endpoints.go), which starts activation (waker.go) and
 //     watches the held client: a client that leaves is never forwarded.
+//     Traffic let through at once, to a target already ready, is reported
+//     to the operator instead (traffic.go), throttled and asynchronous;
 //     heldbody.go (HTTP/1.x bodies) and heldConn in tcp.go read ahead,
 //     bounded, because reading is how a departure shows;
 //   - proxy.go (L7) and tcp.go (L4): forwarding once released, both dialing

@@ -85,13 +85,14 @@ func (q *HoldQueue) Held(key types.NamespacedName) int {
 // that the client left.
 type watchFunc func() <-chan error
 
-// hold returns once t has a ready endpoint, at once if it already has one.
-// Otherwise it takes a slot in t's hold queue, makes sure an activation is
-// under way, starts watch (if not nil) and waits for endpoint events until
-// the hold timeout, the caller's cancellation, what watch reports or the
-// resolver's stop. A request that goes through at once is never watched, so
-// the normal path streams as it did. The returned deadline bounds the dial
-// that follows.
+// hold returns once t has a ready endpoint, at once if it already has one;
+// traffic let through at once is reported to the operator (traffic.go),
+// without waiting for the report. Otherwise it takes a slot in t's hold
+// queue, makes sure an activation is under way, starts watch (if not nil)
+// and waits for endpoint events until the hold timeout, the caller's
+// cancellation, what watch reports or the resolver's stop. A request that
+// goes through at once is never watched, so the normal path streams as it
+// did. The returned deadline bounds the dial that follows.
 func (r *Resolver) hold(ctx context.Context, t Target, watch watchFunc) (deadline time.Time, err error) {
 	timeout := t.HoldTimeout
 	if timeout <= 0 {
@@ -102,6 +103,9 @@ func (r *Resolver) hold(ctx context.Context, t Target, watch watchFunc) (deadlin
 	deadline = time.Now().Add(timeout)
 	changed := r.endpoints.Changed(t.Service)
 	if len(r.endpoints.Ready(t.Service, t.PortName)) > 0 {
+		// The operator only hears of traffic through activation calls, and
+		// a scale-down in its grace period must be called off by it.
+		r.traffic.seen(r.stopCtx, t)
 		return deadline, nil
 	}
 	limit := t.MaxHeld

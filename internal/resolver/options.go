@@ -64,6 +64,15 @@ type Options struct {
 	ActivationBackoff    time.Duration
 	ActivationMaxBackoff time.Duration
 	ActivationRefresh    time.Duration
+	// TrafficReportInterval throttles the activation calls that report
+	// traffic forwarded at once to a ready target (see trafficReporter):
+	// per ElastiService, at most one starts per interval, and one is in
+	// flight at a time. The first report is never delayed by it.
+	TrafficReportInterval time.Duration
+	// ReleasedPortLinger is how long a resolver port keeps serving its
+	// Target after the last ElastiService claiming it let go (see PortMap):
+	// routing takes a moment to follow the proxy slice's removal.
+	ReleasedPortLinger time.Duration
 
 	// Synced reports whether the ElastiService and EndpointSlice caches
 	// have synced; the resolver is not ready before.
@@ -90,6 +99,14 @@ const (
 	DefaultActivationBackoff    = 250 * time.Millisecond
 	DefaultActivationMaxBackoff = 10 * time.Second
 	DefaultActivationRefresh    = 30 * time.Second
+	// DefaultTrafficReportInterval keeps a busy Service at one report per
+	// second per resolver replica, well inside the operator's default 2s
+	// grace period.
+	DefaultTrafficReportInterval = time.Second
+	// DefaultReleasedPortLinger covers kube-proxy's and ingresses' usual
+	// convergence with a wide margin, and stays well below the operator's
+	// default port quarantine (2m), so a lingering port is never reused.
+	DefaultReleasedPortLinger = 30 * time.Second
 )
 
 func (o *Options) setDefaults() {
@@ -118,6 +135,8 @@ func (o *Options) setDefaults() {
 	setDuration(&o.ActivationBackoff, DefaultActivationBackoff)
 	setDuration(&o.ActivationMaxBackoff, DefaultActivationMaxBackoff)
 	setDuration(&o.ActivationRefresh, DefaultActivationRefresh)
+	setDuration(&o.TrafficReportInterval, DefaultTrafficReportInterval)
+	setDuration(&o.ReleasedPortLinger, DefaultReleasedPortLinger)
 	if o.DialContext == nil {
 		o.DialContext = (&net.Dialer{}).DialContext
 	}

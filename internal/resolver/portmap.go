@@ -7,6 +7,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/clock"
 
 	elastiv1alpha1 "elasti.dev/elasti/api/v1alpha1"
 	"elasti.dev/elasti/internal/contract"
@@ -20,10 +21,23 @@ import (
 // ordering can show while the operator moves a port) is treated as unmapped
 // until only one claim remains: sending traffic to the wrong Service would be
 // worse than a short wait.
+//
+// A port whose last claim goes (its ElastiService deleted, or the port
+// dropped from its status) keeps its Target for a linger period: kube-proxy
+// and ingresses send new connections to the resolvers for a moment after the
+// proxy slice is gone, and those connections are served as before instead of
+// getting a 404. The operator keeps a freed port out of use for longer than
+// that (its port quarantine), so a lingering Target is never another
+// Service's port.
 type PortMap struct {
 	mu      sync.RWMutex
 	claims  map[int32][]Target
 	byOwner map[types.NamespacedName][]int32
+	// released holds the Targets of ports whose last claim went, until
+	// their linger ends.
+	released map[int32]releasedTarget
+	linger   time.Duration
+	clock    clock.PassiveClock
 	// changed is closed and replaced on every update so that connections
 	// waiting for a mapping wake without polling.
 	changed chan struct{}
@@ -32,10 +46,25 @@ type PortMap struct {
 // NewPortMap returns an empty PortMap.
 func NewPortMap() *PortMap {
 	return &PortMap{
-		claims:  map[int32][]Target{},
-		byOwner: map[types.NamespacedName][]int32{},
-		changed: make(chan struct{}),
+		claims:   map[int32][]Target{},
+		byOwner:  map[types.NamespacedName][]int32{},
+		released: map[int32]releasedTarget{},
+		clock:    clock.RealClock{},
+		changed:  make(chan struct{}),
 	}
+}
+
+type releasedTarget struct {
+	Target
+	until time.Time
+}
+
+// SetLinger sets how long a port keeps serving its Target after its last
+// claim went (zero: not at all), on clk.
+func (m *PortMap) SetLinger(d time.Duration, clk clock.PassiveClock) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.linger, m.clock = d, clk
 }
 
 // TargetsOf derives the Targets an ElastiService claims, keyed by resolver
@@ -79,6 +108,7 @@ func (m *PortMap) Set(es *elastiv1alpha1.ElastiService) {
 	ports := make([]int32, 0, len(targets))
 	for port, t := range targets {
 		m.claims[port] = append(m.claims[port], t)
+		delete(m.released, port)
 		ports = append(ports, port)
 	}
 	if len(ports) > 0 {
@@ -96,15 +126,27 @@ func (m *PortMap) Delete(key types.NamespacedName) {
 }
 
 func (m *PortMap) removeLocked(key types.NamespacedName) {
+	now := m.clock.Now()
+	for port, r := range m.released {
+		if !now.Before(r.until) {
+			delete(m.released, port)
+		}
+	}
 	for _, port := range m.byOwner[key] {
 		kept := m.claims[port][:0]
+		var gone Target
 		for _, t := range m.claims[port] {
 			if t.ElastiService != key {
 				kept = append(kept, t)
+			} else {
+				gone = t
 			}
 		}
 		if len(kept) == 0 {
 			delete(m.claims, port)
+			if m.linger > 0 {
+				m.released[port] = releasedTarget{Target: gone, until: now.Add(m.linger)}
+			}
 		} else {
 			m.claims[port] = kept
 		}
@@ -117,14 +159,18 @@ func (m *PortMap) notifyLocked() {
 	m.changed = make(chan struct{})
 }
 
-// get returns the port's Target if exactly one ElastiService claims it, and
-// the channel closed at the next update.
+// get returns the port's Target if exactly one ElastiService claims it (or
+// none does and it lingers from the last claim), and the channel closed at
+// the next update.
 func (m *PortMap) get(port int32) (Target, bool, <-chan struct{}) {
 	m.mu.RLock()
 	defer m.mu.RUnlock()
 	c := m.claims[port]
 	if len(c) == 1 {
 		return c[0], true, m.changed
+	}
+	if r, ok := m.released[port]; ok && len(c) == 0 && m.clock.Now().Before(r.until) {
+		return r.Target, true, m.changed
 	}
 	return Target{}, false, m.changed
 }

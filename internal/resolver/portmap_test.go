@@ -8,6 +8,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"k8s.io/apimachinery/pkg/types"
+	clocktesting "k8s.io/utils/clock/testing"
 
 	elastiv1alpha1 "elasti.dev/elasti/api/v1alpha1"
 	"elasti.dev/elasti/internal/testenv/estest"
@@ -192,4 +193,57 @@ func BenchmarkPortMapLookup(b *testing.B) {
 			i++
 		}
 	})
+}
+
+// TestReleasedPortLingers: a port whose ElastiService is deleted keeps its
+// Target for the linger period, so connections routed by a kube-proxy that
+// has not caught up are served; then it is unmapped. A new claim on the port
+// replaces the lingering Target at once.
+func TestReleasedPortLingers(t *testing.T) {
+	clk := clocktesting.NewFakePassiveClock(time.Unix(1000, 0))
+	m := NewPortMap()
+	m.SetLinger(30*time.Second, clk)
+	a := lingerES("a", "svc-a", 20001)
+	m.Set(a)
+	m.Delete(types.NamespacedName{Namespace: "ns", Name: "a"})
+	if tg, ok, _ := m.get(20001); !ok || tg.Service.Name != "svc-a" {
+		t.Fatalf("right after the delete: %+v %v, want svc-a's Target", tg, ok)
+	}
+	clk.SetTime(clk.Now().Add(29 * time.Second))
+	if _, ok, _ := m.get(20001); !ok {
+		t.Fatal("unmapped before the linger ended")
+	}
+	clk.SetTime(clk.Now().Add(time.Second))
+	if tg, ok, _ := m.get(20001); ok {
+		t.Fatalf("still mapped to %+v after the linger", tg)
+	}
+
+	// A port dropped from a status lingers too; a new claim wins at once.
+	m.Set(lingerES("b", "svc-b", 20002))
+	m.Set(lingerES("b", "svc-b"))
+	if tg, ok, _ := m.get(20002); !ok || tg.Service.Name != "svc-b" {
+		t.Fatalf("dropped port: %+v %v, want svc-b's Target lingering", tg, ok)
+	}
+	m.Set(lingerES("c", "svc-c", 20002))
+	if tg, ok, _ := m.get(20002); !ok || tg.Service.Name != "svc-c" {
+		t.Fatalf("reclaimed port: %+v %v, want svc-c's Target", tg, ok)
+	}
+
+	// Without a linger (NewPortMap's default) a released port is unmapped
+	// at once.
+	m = NewPortMap()
+	m.Set(lingerES("a", "svc-a", 20001))
+	m.Delete(types.NamespacedName{Namespace: "ns", Name: "a"})
+	if _, ok, _ := m.get(20001); ok {
+		t.Fatal("mapped after the delete with no linger")
+	}
+}
+
+func lingerES(name, svc string, ports ...int32) *elastiv1alpha1.ElastiService {
+	es := &elastiv1alpha1.ElastiService{}
+	es.Namespace, es.Name, es.Spec.Service = "ns", name, svc
+	for _, p := range ports {
+		es.Status.ProxyPorts = append(es.Status.ProxyPorts, elastiv1alpha1.ProxyPort{Name: "http", Port: 80, Protocol: "TCP", ResolverPort: p})
+	}
+	return es
 }

@@ -24,6 +24,7 @@ type Resolver struct {
 	endpoints *Endpoints
 	holds     *HoldQueue
 	waker     *waker
+	traffic   *trafficReporter
 	dialer    *dialer
 	metrics   *Metrics
 
@@ -53,6 +54,7 @@ func New(ports *PortMap, endpoints *Endpoints, opts Options) (*Resolver, error) 
 	if err := opts.validate(); err != nil {
 		return nil, fmt.Errorf("resolver options: %w", err)
 	}
+	ports.SetLinger(opts.ReleasedPortLinger, opts.Clock)
 	r := &Resolver{
 		opts:      opts,
 		ports:     ports,
@@ -82,6 +84,14 @@ func New(ports *PortMap, endpoints *Endpoints, opts Options) (*Resolver, error) 
 		maxBackoff:     opts.ActivationMaxBackoff,
 		refresh:        opts.ActivationRefresh,
 		running:        map[types.NamespacedName]bool{},
+	}
+	r.traffic = &trafficReporter{
+		activator:   opts.Activator,
+		clock:       opts.Clock,
+		log:         opts.Log.WithName("activation"),
+		metrics:     opts.Metrics,
+		interval:    opts.TrafficReportInterval,
+		callTimeout: opts.ActivationTimeout,
 	}
 	r.upstreams = newUpstreams(r.dialer.dialContext)
 	r.errorLog = log.New(logWriter{opts.Log}, "", 0)

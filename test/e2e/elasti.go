@@ -58,15 +58,28 @@ var install struct {
 }
 
 // InstallElasti applies the overlay (once per test binary) and waits until
-// the operator and resolver Deployments are fully rolled out and ready.
+// the operator and resolver Deployments are fully rolled out and ready. On a
+// reused cluster that already runs Elasti it also restarts both: the images
+// keep their tag (:dev) when rebuilt, so an unchanged Deployment would keep
+// running the previous build.
 func (e *Env) InstallElasti(t testing.TB) {
 	t.Helper()
 	install.once.Do(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 		defer cancel()
+		var existing appsv1.Deployment
+		err := e.Client.Get(ctx, client.ObjectKey{Namespace: ElastiNamespace, Name: OperatorDeployment}, &existing)
+		reused := err == nil
 		if _, err := e.Cluster.Kubectl(ctx, "", "apply", "--server-side", "--force-conflicts", "-k", e.Overlay()); err != nil {
 			install.err = err
 			return
+		}
+		if reused {
+			if _, err := e.Cluster.Kubectl(ctx, "", "-n", ElastiNamespace, "rollout", "restart",
+				"deployment/"+OperatorDeployment, "deployment/"+ResolverDeployment); err != nil {
+				install.err = err
+				return
+			}
 		}
 		install.err = e.WaitRolledOut(ctx, ElastiNamespace, OperatorDeployment, ResolverDeployment)
 	})
@@ -251,6 +264,22 @@ func (e *Env) kubeProxyConverged(ctx context.Context, ns, svc string) error {
 		}
 	}
 	return nil
+}
+
+// OwnReadyEndpoints counts the ready endpoints (contract.EndpointReady) of
+// Service ns/svc's own EndpointSlices, leaving out Elasti's proxy slice.
+func (e *Env) OwnReadyEndpoints(ctx context.Context, ns, svc string) (int, error) {
+	var l discoveryv1.EndpointSliceList
+	if err := e.Client.List(ctx, &l, client.InNamespace(ns), client.MatchingLabels{discoveryv1.LabelServiceName: svc}); err != nil {
+		return 0, err
+	}
+	n := 0
+	for _, s := range l.Items {
+		if s.Labels[contract.LabelManagedBy] != contract.ManagedBy {
+			n += readyIn(s)
+		}
+	}
+	return n, nil
 }
 
 // ownEndpoints counts the endpoints of Service ns/svc's own EndpointSlices

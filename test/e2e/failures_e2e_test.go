@@ -195,17 +195,7 @@ func TestResolversDeleted(t *testing.T) {
 // switch back to serve.
 func TestOperatorKilledDuringWake(t *testing.T) {
 	e := Get(t)
-	e.InstallElasti(t)
-	ns := e.NewNamespace(t)
-	d := DemoAppDeployment(ns, "demoapp", 1)
-	withEnv(d, "STARTUP_DELAY", "8s")
-	e.Create(t, d, DemoAppService(ns, "demoapp"))
-	e.WaitReadyEndpoints(t, ns, "demoapp", 1, 2*time.Minute)
-	e.Create(t, e.ElastiServiceFor(ns, "demoapp", IdleQuery))
-	var svc corev1.Service
-	if err := e.Client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: "demoapp"}, &svc); err != nil {
-		t.Fatal(err)
-	}
+	ns, ip := sleepyDemoApp(t, e, idle, withEnv("STARTUP_DELAY", "8s"))
 	e.WaitAsleep(t, ns, "demoapp", 2*time.Minute)
 	e.SetQuery(t, ns, "demoapp", BusyQuery)
 	t.Cleanup(func() {
@@ -232,7 +222,7 @@ func TestOperatorKilledDuringWake(t *testing.T) {
 	done := make(chan result, 1)
 	start := time.Now()
 	go func() {
-		body, err := GetWith(ctx, e.LongHTTPClient(), httpURL(svc.Spec.ClusterIP, DemoHTTPPort), "")
+		body, err := GetWith(ctx, e.LongHTTPClient(), httpURL(ip, DemoHTTPPort), "")
 		done <- result{body, err, time.Since(start)}
 	}()
 
@@ -256,7 +246,7 @@ func TestOperatorKilledDuringWake(t *testing.T) {
 		t.Fatalf("delete leader %s: %v", leader, err)
 	}
 	killed := time.Now()
-	if n, err := e.ReadyEndpoints(ctx, ns, "demoapp"); err != nil || n != 0 {
+	if n, err := e.OwnReadyEndpoints(ctx, ns, "demoapp"); err != nil || n != 0 {
 		t.Fatalf("the kill did not land mid-wake: %d ready endpoints (%v) right after it", n, err)
 	}
 	t.Logf("deleted leader %s with grace period 0, %s after the request, while the target was waking", leader, killed.Sub(start).Round(time.Millisecond))

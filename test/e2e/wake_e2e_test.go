@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -19,20 +20,32 @@ import (
 	"elasti.dev/elasti/internal/controller"
 )
 
-// sleepyDemoApp creates the demo app with an ElastiService whose trigger is
-// query, and returns its namespace and ClusterIP.
-func sleepyDemoApp(t *testing.T, e *Env, query func(ns string) string) (string, string) {
+// demoApp installs Elasti and creates the demo app (its Deployment adjusted
+// by opts) and its Service, waits until it is Ready, and returns its
+// namespace and ClusterIP. No ElastiService yet.
+func demoApp(t *testing.T, e *Env, opts ...func(*appsv1.Deployment)) (string, string) {
 	t.Helper()
 	e.InstallElasti(t)
 	ns := e.NewNamespace(t)
-	e.Create(t, DemoAppDeployment(ns, "demoapp", 1), DemoAppService(ns, "demoapp"))
+	d := DemoAppDeployment(ns, "demoapp", 1)
+	for _, o := range opts {
+		o(d)
+	}
+	e.Create(t, d, DemoAppService(ns, "demoapp"))
 	e.WaitReadyEndpoints(t, ns, "demoapp", 1, 2*time.Minute)
-	e.Create(t, e.ElastiServiceFor(ns, "demoapp", query(ns)))
 	var svc corev1.Service
 	if err := e.Client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: "demoapp"}, &svc); err != nil {
 		t.Fatal(err)
 	}
 	return ns, svc.Spec.ClusterIP
+}
+
+// sleepyDemoApp is demoApp with an ElastiService whose trigger is query.
+func sleepyDemoApp(t *testing.T, e *Env, query func(ns string) string, opts ...func(*appsv1.Deployment)) (string, string) {
+	t.Helper()
+	ns, ip := demoApp(t, e, opts...)
+	e.Create(t, e.ElastiServiceFor(ns, "demoapp", query(ns)))
+	return ns, ip
 }
 
 func idle(string) string { return IdleQuery }
