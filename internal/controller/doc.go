@@ -18,5 +18,8 @@
 //
 // Everything durable lives in the API server, so a new leader re-derives the
 // state; in-memory bookkeeping (grace timers, in-flight port reservations,
-// pending activation calls) only speeds things up and is safe to lose.
+// pending activation calls) only speeds things up and is safe to lose. The
+// one exception is the port quarantine: every replica keeps it from the
+// ElastiService watch, but a replica started after a port was freed cannot
+// know of it, and only the allocation cursor then keeps that port back.
 package controller
