@@ -269,22 +269,17 @@ func (e *Env) kubeProxyConverged(ctx context.Context, ns, svc string) error {
 // OwnReadyEndpoints counts the ready endpoints (contract.EndpointReady) of
 // Service ns/svc's own EndpointSlices, leaving out Elasti's proxy slice.
 func (e *Env) OwnReadyEndpoints(ctx context.Context, ns, svc string) (int, error) {
-	var l discoveryv1.EndpointSliceList
-	if err := e.Client.List(ctx, &l, client.InNamespace(ns), client.MatchingLabels{discoveryv1.LabelServiceName: svc}); err != nil {
-		return 0, err
-	}
-	n := 0
-	for _, s := range l.Items {
-		if s.Labels[contract.LabelManagedBy] != contract.ManagedBy {
-			n += readyIn(s)
-		}
-	}
-	return n, nil
+	return e.countOwn(ctx, ns, svc, readyIn)
 }
 
 // ownEndpoints counts the endpoints of Service ns/svc's own EndpointSlices
 // (not Elasti's proxy slice), whatever their conditions.
 func (e *Env) ownEndpoints(ctx context.Context, ns, svc string) (int, error) {
+	return e.countOwn(ctx, ns, svc, func(s discoveryv1.EndpointSlice) int { return len(s.Endpoints) })
+}
+
+// countOwn sums count over Service ns/svc's own EndpointSlices.
+func (e *Env) countOwn(ctx context.Context, ns, svc string, count func(discoveryv1.EndpointSlice) int) (int, error) {
 	var l discoveryv1.EndpointSliceList
 	if err := e.Client.List(ctx, &l, client.InNamespace(ns), client.MatchingLabels{discoveryv1.LabelServiceName: svc}); err != nil {
 		return 0, err
@@ -292,7 +287,7 @@ func (e *Env) ownEndpoints(ctx context.Context, ns, svc string) (int, error) {
 	n := 0
 	for _, s := range l.Items {
 		if s.Labels[contract.LabelManagedBy] != contract.ManagedBy {
-			n += len(s.Endpoints)
+			n += count(s)
 		}
 	}
 	return n, nil
