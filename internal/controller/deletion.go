@@ -51,6 +51,15 @@ func (r *Reconciler) finalize(ctx context.Context, es *elastiv1alpha1.ElastiServ
 		return ctrl.Result{}, nil
 	}
 	log := ctrl.LoggerFrom(ctx)
+	// An ElastiService that stood down for an older one sharing its
+	// target leaves that target, and its KEDA pause, to the older one.
+	rival, _, err := r.rival(ctx, es)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	if rival != nil && sameTarget(rival.Spec.ScaleTargetRef, es.Spec.ScaleTargetRef) {
+		return r.release(ctx, es)
+	}
 	if a := es.Spec.Autoscaler; a != nil && a.Type == elastiv1alpha1.AutoscalerKEDA {
 		if err := r.autoscalers.UnpauseKEDA(ctx, es.Namespace, a.Name); err != nil {
 			return ctrl.Result{}, err
@@ -80,6 +89,12 @@ func (r *Reconciler) finalize(ctx context.Context, es *elastiv1alpha1.ElastiServ
 		r.recorder.Eventf(es, nil, corev1.EventTypeWarning, EventRemovedBeforeReady, "Finalize",
 			"removed the proxy EndpointSlice of Service %s before it had a ready endpoint: %s", es.Spec.Service, why)
 	}
+	return r.release(ctx, es)
+}
+
+// release removes the proxy slices and the finalizer of a deleted
+// ElastiService and forgets it.
+func (r *Reconciler) release(ctx context.Context, es *elastiv1alpha1.ElastiService) (ctrl.Result, error) {
 	if err := r.ensureSlices(ctx, es, nil); err != nil {
 		return ctrl.Result{}, err
 	}
@@ -88,7 +103,7 @@ func (r *Reconciler) finalize(ctx context.Context, es *elastiv1alpha1.ElastiServ
 	if err := r.client.Patch(ctx, es, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{})); client.IgnoreNotFound(err) != nil {
 		return ctrl.Result{}, fmt.Errorf("remove finalizer from ElastiService %s/%s: %w", es.Namespace, es.Name, err)
 	}
-	log.Info("ElastiService released: target restored, proxy slice removed")
+	ctrl.LoggerFrom(ctx).Info("ElastiService released: target restored, proxy slice removed")
 	r.forget(client.ObjectKeyFromObject(es))
 	return ctrl.Result{}, nil
 }

@@ -135,8 +135,15 @@ func TestSpecServiceAndTargetChange(t *testing.T) {
 	createResolver(t, op.resolverNS, "r1", true, "10.0.0.1")
 	createDeployment(t, op.ns, "old", 1)
 	createDeployment(t, op.ns, "new", 1)
-	createService(t, op.ns, "svc-a")
-	createService(t, op.ns, "svc-b", corev1.ServicePort{Name: "tcp", Port: 5432})
+	// Both Services select the pods of both targets (createDeployment's
+	// common label), so that neither change makes the Service miss the
+	// target's pods (TestRefusedServiceShapes covers that).
+	bothTargets := func(s *corev1.Service) { s.Spec.Selector = map[string]string{testPodLabel: "yes"} }
+	createServiceWith(t, op.ns, "svc-a", "", bothTargets)
+	createServiceWith(t, op.ns, "svc-b", "", func(s *corev1.Service) {
+		bothTargets(s)
+		s.Spec.Ports = []corev1.ServicePort{{Name: "tcp", Port: 5432}}
+	})
 	createES(t, op.ns, "es", "svc-a", "old")
 	eventually(t, wait, "old asleep", wantReplicas(op.ns, "old", 0))
 	eventually(t, wait, "proxy slice on svc-a", wantProxySlices(op.ns, "svc-a", 1))

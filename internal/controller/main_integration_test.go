@@ -182,6 +182,10 @@ func mustCreate(t *testing.T, obj client.Object) {
 	}
 }
 
+// testPodLabel is on the pod template of every Deployment createDeployment
+// makes, for a Service that selects more than one of them.
+const testPodLabel = "elasti-envtest"
+
 func createDeployment(t *testing.T, ns, name string, replicas int32) {
 	t.Helper()
 	labels := map[string]string{"app": name}
@@ -191,7 +195,7 @@ func createDeployment(t *testing.T, ns, name string, replicas int32) {
 			Replicas: ptr.To(replicas),
 			Selector: &metav1.LabelSelector{MatchLabels: labels},
 			Template: corev1.PodTemplateSpec{
-				ObjectMeta: metav1.ObjectMeta{Labels: labels},
+				ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": name, testPodLabel: "yes"}},
 				Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: "example.invalid/app:1"}}},
 			},
 		},

@@ -77,6 +77,10 @@ type observed struct {
 	// targetWatchReason and targetWatchErr say why the target's kind
 	// cannot be watched; decide only needs to know that it cannot.
 	targetWatchReason, targetWatchErr string
+	// refusal says why the Service cannot be put in the data path
+	// (refusals.go). A refused Service is treated as one with nothing to
+	// hold its traffic: never proxied, and its target kept awake.
+	refusal refusal
 }
 
 // plan is what a reconcile does, in DESIGN.md's order.
@@ -118,7 +122,7 @@ func decide(o observed) plan {
 
 func transition(o observed) plan {
 	p := plan{slices: sliceDelete, mode: elastiv1alpha1.ModeServe, active: contract.ReasonServing}
-	canProxy := o.serviceFound && o.portsErr == nil && len(o.ports) > 0 && o.resolvers > 0
+	canProxy := o.serviceFound && !o.refusal.refused() && o.portsErr == nil && len(o.ports) > 0 && o.resolvers > 0
 
 	if !o.serviceFound || !o.targetFound {
 		// Nothing to route or nothing to scale: stay out of the data path.
@@ -240,7 +244,7 @@ func (o observed) graceOver() bool {
 // period, and never for a target that is to be woken or may not sleep now
 // anyway.
 func (o observed) needsTriggers() bool {
-	if !o.targetFound || o.replicas == 0 || o.wakeRequested || !o.sleep.Allowed() {
+	if !o.targetFound || o.replicas == 0 || o.wakeRequested || !o.sleep.Allowed() || o.refusal.refused() {
 		return false
 	}
 	switch o.phase {

@@ -53,6 +53,12 @@ func (r *Reconciler) observe(ctx context.Context, es *elastiv1alpha1.ElastiServi
 	switch err := r.client.Get(ctx, types.NamespacedName{Namespace: es.Namespace, Name: es.Spec.Service}, svc); {
 	case err == nil:
 		o.serviceFound = true
+		// A Service whose shape cannot work is refused before it gets a
+		// port: it will never be in the data path.
+		if o.refusal = serviceRefusal(svc); o.refusal.refused() {
+			r.ports.Release(key)
+			break
+		}
 		o.ports, o.portsErr = r.ports.Allocate(ctx, es, svc)
 		if o.portsErr != nil && !errors.Is(o.portsErr, ErrPortsExhausted) {
 			return o, l, o.portsErr
@@ -89,6 +95,12 @@ func (r *Reconciler) observe(ctx context.Context, es *elastiv1alpha1.ElastiServi
 		return o, l, err
 	}
 	o.resolvers = len(l.resolvers)
+	if o.serviceFound && !o.refusal.refused() {
+		o.refusal = familyRefusal(svc, l.resolvers)
+	}
+	if o.serviceFound && o.targetFound && !o.refusal.refused() {
+		o.refusal = selectorRefusal(svc, es.Spec.ScaleTargetRef, r.templates.labels(ctx, es.Namespace, es.Spec.ScaleTargetRef))
+	}
 	if o.ownReady, err = r.serviceHasReadyEndpoint(ctx, es); err != nil {
 		return o, l, err
 	}

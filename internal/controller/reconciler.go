@@ -35,6 +35,9 @@ type Reconciler struct {
 	wakes   *wakeRequests
 	targets *targetWatches
 	grace   *graceTimers
+	// templates reads the targets' pod-template labels, to check that the
+	// Service selects the target's pods.
+	templates *podTemplates
 }
 
 var _ reconcile.Reconciler = (*Reconciler)(nil)
@@ -57,6 +60,12 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.
 	}
 	if err := r.ensureFinalizer(ctx, es); err != nil {
 		return ctrl.Result{}, err
+	}
+	switch rival, reason, err := r.rival(ctx, es); {
+	case err != nil:
+		return ctrl.Result{}, err
+	case rival != nil:
+		return r.standDown(ctx, es, rival, reason)
 	}
 	targetChanged, err := r.syncManagedTarget(ctx, es)
 	if err != nil {
@@ -133,7 +142,12 @@ func (r *Reconciler) execute(ctx context.Context, es *elastiv1alpha1.ElastiServi
 	if err := r.ensureSlices(ctx, es, want); err != nil {
 		return fx, err
 	}
-	if p.failOpen {
+	switch {
+	case p.failOpen && o.refusal.refused():
+		log.Info("Service refused: proxy slice removed, target kept awake", "reason", o.refusal.reason)
+		r.recorder.Eventf(es, nil, corev1.EventTypeWarning, o.refusal.reason, "FailOpen",
+			"removed the proxy EndpointSlice and kept %s %s awake: %s", es.Spec.ScaleTargetRef.Kind, es.Spec.ScaleTargetRef.Name, o.refusal.message)
+	case p.failOpen:
 		log.Info("no ready resolvers: proxy slice removed, target kept awake")
 		r.recorder.Eventf(es, nil, corev1.EventTypeWarning, EventResolversGone, "FailOpen",
 			"no ready resolver in %s: removed the proxy EndpointSlice and kept %s %s awake", r.cfg.ResolverNamespace, es.Spec.ScaleTargetRef.Kind, es.Spec.ScaleTargetRef.Name)

@@ -102,7 +102,10 @@ func Setup(ctx context.Context, mgr ctrl.Manager, cfg Config, deps Deps) (*Waker
 	c, err := ctrl.NewControllerManagedBy(mgr).
 		Named("elastiservice").
 		For(&elastiv1alpha1.ElastiService{}, builder.WithPredicates(elastiServiceChanged())).
-		Watches(&corev1.Service{}, handler.EnqueueRequestsFromMapFunc(r.forService), builder.WithPredicates(servicePortsChanged())).
+		// An ElastiService that stands down for an older one (refusals.go)
+		// acts again when that one goes or names something else.
+		Watches(&elastiv1alpha1.ElastiService{}, handler.EnqueueRequestsFromMapFunc(r.forRivals), builder.WithPredicates(claimChanged())).
+		Watches(&corev1.Service{}, handler.EnqueueRequestsFromMapFunc(r.forService), builder.WithPredicates(serviceSpecChanged())).
 		Watches(&discoveryv1.EndpointSlice{}, handler.EnqueueRequestsFromMapFunc(r.forSlice), builder.WithPredicates(sliceReadinessChanged())).
 		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(r.forResolverPod), builder.WithPredicates(resolverPodChanged())).
 		WatchesRawSource(source.Channel(r.wakes.events, &handler.EnqueueRequestForObject{})).
@@ -138,6 +141,7 @@ func Setup(ctx context.Context, mgr ctrl.Manager, cfg Config, deps Deps) (*Waker
 		cache: mgr.GetCache(), ctrl: c, enqueue: r.forTarget, live: live, clock: cfg.Clock,
 		namespaced: len(cfg.WatchNamespaces) > 0, watched: map[schema.GroupVersionKind]time.Time{},
 	}
+	r.templates = &podTemplates{live: live, targets: r.targets}
 	return &Waker{Reader: live, Cache: mgr.GetCache(), Writer: mgr.GetClient(), Elected: mgr.Elected(), Timeout: cfg.WakeTimeout, wakes: r.wakes}, nil
 }
 
@@ -213,13 +217,18 @@ func trimEndpointSlice(obj any) (any, error) {
 	return out, nil
 }
 
-// trimService keeps the ports.
+// trimService keeps the ports and what decides whether Elasti can hold the
+// Service's traffic (serviceRefusal, familyRefusal, selectorRefusal).
 func trimService(obj any) (any, error) {
 	s, ok := obj.(*corev1.Service)
 	if !ok {
 		return obj, nil
 	}
-	return &corev1.Service{TypeMeta: s.TypeMeta, ObjectMeta: trimMeta(s.ObjectMeta), Spec: corev1.ServiceSpec{Ports: s.Spec.Ports}}, nil
+	return &corev1.Service{TypeMeta: s.TypeMeta, ObjectMeta: trimMeta(s.ObjectMeta), Spec: corev1.ServiceSpec{
+		Ports: s.Spec.Ports, Selector: s.Spec.Selector, Type: s.Spec.Type, ClusterIP: s.Spec.ClusterIP,
+		ExternalName: s.Spec.ExternalName, IPFamilies: s.Spec.IPFamilies,
+		InternalTrafficPolicy: s.Spec.InternalTrafficPolicy, ExternalTrafficPolicy: s.Spec.ExternalTrafficPolicy,
+	}}, nil
 }
 
 func trimMeta(m metav1.ObjectMeta) metav1.ObjectMeta {
@@ -243,11 +252,22 @@ func elastiServiceChanged() predicate.Predicate {
 	}}
 }
 
-func servicePortsChanged() predicate.Predicate {
+// serviceSpecChanged passes changes of what the cache keeps of a Service
+// (trimService): its ports and its shape.
+func serviceSpecChanged() predicate.Predicate {
 	return predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
 		o, ok1 := e.ObjectOld.(*corev1.Service)
 		n, ok2 := e.ObjectNew.(*corev1.Service)
-		return !ok1 || !ok2 || !reflect.DeepEqual(o.Spec.Ports, n.Spec.Ports)
+		return !ok1 || !ok2 || !reflect.DeepEqual(o.Spec, n.Spec)
+	}}
+}
+
+// claimChanged passes what can change which ElastiService wins a Service
+// or a target: creation, deletion and a changed spec.
+func claimChanged() predicate.Predicate {
+	return predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
+		return e.ObjectOld.GetGeneration() != e.ObjectNew.GetGeneration() ||
+			!e.ObjectOld.GetDeletionTimestamp().Equal(e.ObjectNew.GetDeletionTimestamp())
 	}}
 }
 
@@ -279,6 +299,27 @@ func resolverPodChanged() predicate.Predicate {
 
 func (r *Reconciler) forService(ctx context.Context, obj client.Object) []reconcile.Request {
 	return r.byIndex(ctx, obj.GetNamespace(), indexService, obj.GetName())
+}
+
+// forRivals maps an ElastiService to the others that name its Service or
+// its target, old spec and new (the handler maps both objects of an update).
+func (r *Reconciler) forRivals(ctx context.Context, obj client.Object) []reconcile.Request {
+	es, ok := obj.(*elastiv1alpha1.ElastiService)
+	if !ok {
+		return nil
+	}
+	out := r.byIndex(ctx, es.Namespace, indexService, es.Spec.Service)
+	if keys := targetIndex(es); len(keys) == 1 {
+		out = append(out, r.byIndex(ctx, es.Namespace, indexTarget, keys[0])...)
+	}
+	self := client.ObjectKeyFromObject(es)
+	kept := out[:0]
+	for _, req := range out {
+		if req.NamespacedName != self {
+			kept = append(kept, req)
+		}
+	}
+	return kept
 }
 
 func (r *Reconciler) forSlice(ctx context.Context, obj client.Object) []reconcile.Request {

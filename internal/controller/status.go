@@ -85,6 +85,8 @@ func desiredStatus(es *elastiv1alpha1.ElastiService, o observed, p plan, fx effe
 	case !o.serviceFound:
 		set(elastiv1alpha1.ConditionReady, metav1.ConditionFalse, ReasonServiceNotFound,
 			fmt.Sprintf("Service %s/%s does not exist; create it or fix spec.service", es.Namespace, es.Spec.Service))
+	case o.refusal.refused():
+		set(elastiv1alpha1.ConditionReady, metav1.ConditionFalse, o.refusal.reason, o.refusal.message)
 	case o.portsErr != nil:
 		set(elastiv1alpha1.ConditionReady, metav1.ConditionFalse, ReasonPortsExhausted,
 			o.portsErr.Error()+"; widen the operator's and the resolver's --port-range")
@@ -176,6 +178,12 @@ func (r *Reconciler) writeStatus(ctx context.Context, es *elastiv1alpha1.ElastiS
 		(was == nil || was.Status != now.Status || was.Reason != now.Reason) {
 		r.recorder.Eventf(es, nil, corev1.EventTypeWarning, EventTriggerUnhealthy, "EvaluateTriggers", "%s: %s", now.Reason, now.Message)
 	}
+	if was, now := meta.FindStatusCondition(es.Status.Conditions, elastiv1alpha1.ConditionReady),
+		meta.FindStatusCondition(st.Conditions, elastiv1alpha1.ConditionReady); now != nil && isRefusal(now.Reason) && !p.failOpen &&
+		(was == nil || was.Reason != now.Reason || was.Message != now.Message) {
+		// A refusal that had to wake the target was announced by execute.
+		r.recorder.Eventf(es, nil, corev1.EventTypeWarning, now.Reason, "Refuse", "%s", now.Message)
+	}
 	stamp(&st, o.now)
 	es.Status = st
 	if err := r.client.Status().Update(ctx, es); err != nil {
@@ -185,22 +193,31 @@ func (r *Reconciler) writeStatus(ctx context.Context, es *elastiv1alpha1.ElastiS
 	return nil
 }
 
-// recordProxyPorts writes the allocation to status.proxyPorts ahead of the
-// rest of the status, when it differs from what the status records. A proxy
-// slice may use a port only once the status records it: the statuses are
-// all a new leader knows about taken ports, so a crash between a slice write
-// and a later status write would let it hand a port that a slice routes to
-// another ElastiService. The patch is optimistic, as writeStatus's update is.
+// recordProxyPorts writes the allocation to status.proxyPorts, and mode
+// proxy, ahead of the rest of the status, when the status does not record
+// them yet. A proxy slice may use a port only once the status records it:
+// the statuses are all a new leader knows about taken ports, so a crash
+// between a slice write and a later status write would let it hand a port
+// that a slice routes to another ElastiService. The resolvers map a port
+// only while its ElastiService is in proxy mode (so that a warm backend is
+// never reachable through them), so the mode, too, is recorded before the
+// slice sends them traffic. The patch is optimistic, as writeStatus's
+// update is.
 func (r *Reconciler) recordProxyPorts(ctx context.Context, es *elastiv1alpha1.ElastiService, ports []elastiv1alpha1.ProxyPort) error {
-	if equality.Semantic.DeepEqual(es.Status.ProxyPorts, ports) {
+	if equality.Semantic.DeepEqual(es.Status.ProxyPorts, ports) && es.Status.Mode == elastiv1alpha1.ModeProxy {
 		return nil
 	}
 	orig := es.DeepCopy()
+	was := modeOrServe(es.Status.Mode)
 	es.Status.ProxyPorts = ports
+	es.Status.Mode = elastiv1alpha1.ModeProxy
 	if err := r.client.Status().Patch(ctx, es, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{})); err != nil {
 		return fmt.Errorf("record proxyPorts of ElastiService %s/%s: %w", es.Namespace, es.Name, err)
 	}
-	ctrl.LoggerFrom(ctx).V(1).Info("proxyPorts recorded", "elastiservice", klog.KObj(es), "ports", len(ports))
+	if was != elastiv1alpha1.ModeProxy {
+		r.recorder.Eventf(es, nil, corev1.EventTypeNormal, EventModeChanged, "SwitchMode", "mode %s -> %s", was, elastiv1alpha1.ModeProxy)
+	}
+	ctrl.LoggerFrom(ctx).V(1).Info("proxyPorts and proxy mode recorded", "elastiservice", klog.KObj(es), "ports", len(ports))
 	return nil
 }
 

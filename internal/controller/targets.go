@@ -154,3 +154,21 @@ func (t *targetWatches) problem(ctx context.Context, namespace string, gvk schem
 	}
 	return "", ""
 }
+
+// resourceVersion returns the target's resourceVersion from the metadata
+// cache, or "" when its kind is not watched and synced or it is not there.
+func (t *targetWatches) resourceVersion(ctx context.Context, namespace string, ref elastiv1alpha1.ScaleTargetRef) string {
+	gvk, err := scaling.TargetGVK(ref)
+	if err != nil {
+		return ""
+	}
+	if _, synced := t.synced(ctx, gvk); !synced {
+		return ""
+	}
+	obj := &metav1.PartialObjectMetadata{}
+	obj.SetGroupVersionKind(gvk)
+	if err := t.cache.Get(ctx, client.ObjectKey{Namespace: namespace, Name: ref.Name}, obj); err != nil {
+		return ""
+	}
+	return obj.GetResourceVersion()
+}
