@@ -43,7 +43,7 @@ type ElastiServiceSpec struct {
 	// +required
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=63
-	// +kubebuilder:validation:XValidation:rule="self.matches('^[a-z]([-a-z0-9]*[a-z0-9])?$')",message="service must be the name of a Service: lower-case letters, digits and '-', starting with a letter"
+	// +kubebuilder:validation:XValidation:rule="self.matches('^[a-z]([-a-z0-9]*[a-z0-9])?$')",messageExpression="'spec.service must be the name of a Service in the same namespace: lower-case letters, digits and -, starting with a letter and ending with a letter or digit, such as httpbin; got \"' + self + '\"'"
 	Service string `json:"service"`
 
 	// ScaleTargetRef names the workload to scale. It must have a /scale
@@ -93,22 +93,26 @@ type ElastiServiceSpec struct {
 // ScaleTargetRef names a resource with a /scale subresource in the
 // ElastiService's namespace.
 //
-// +kubebuilder:validation:XValidation:rule="self.apiVersion != 'v1' || self.kind == 'ReplicationController'",messageExpression="'scaleTargetRef: kind ' + self.kind + ' of apiVersion v1 has no /scale subresource; core v1 only scales ReplicationController'"
-// +kubebuilder:validation:XValidation:rule="!self.apiVersion.startsWith('apps/') || (self.apiVersion == 'apps/v1' && self.kind in ['Deployment', 'StatefulSet', 'ReplicaSet'])",messageExpression="'scaleTargetRef: ' + self.apiVersion + ' ' + self.kind + ' is not scalable; use apps/v1 with kind Deployment, StatefulSet or ReplicaSet'"
-// +kubebuilder:validation:XValidation:rule="!self.apiVersion.startsWith('argoproj.io/') || (self.apiVersion == 'argoproj.io/v1alpha1' && self.kind == 'Rollout')",messageExpression="'scaleTargetRef: ' + self.apiVersion + ' ' + self.kind + ' is not scalable; use argoproj.io/v1alpha1 with kind Rollout'"
-// +kubebuilder:validation:XValidation:rule="self.apiVersion == 'v1' || self.apiVersion.startsWith('apps/') || self.apiVersion.split('/')[0].contains('.')",messageExpression="'scaleTargetRef: apiVersion ' + self.apiVersion + ' names a built-in group without scalable kinds; use apps/v1, v1 (ReplicationController) or the group of a scalable custom resource'"
-// +kubebuilder:validation:XValidation:rule="!self.apiVersion.split('/')[0].endsWith('.k8s.io')",messageExpression="'scaleTargetRef: apiVersion ' + self.apiVersion + ' is a built-in Kubernetes group without scalable kinds'"
+// The rules on the whole reference read apiVersion and kind, so each first
+// checks that the fields it reads are well formed: a malformed apiVersion or
+// kind gets only its own field's message, not a second one about scaling.
+//
+// +kubebuilder:validation:XValidation:rule="!self.apiVersion.matches('^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\\\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?v[0-9]+((alpha|beta)[0-9]+)?$') || !self.kind.matches('^[A-Z][A-Za-z0-9]*$') || self.apiVersion != 'v1' || self.kind == 'ReplicationController'",messageExpression="'spec.scaleTargetRef: kind ' + self.kind + ' of apiVersion v1 has no /scale subresource; in core v1 only ReplicationController scales. Name a scalable workload, such as apiVersion apps/v1 with kind Deployment'"
+// +kubebuilder:validation:XValidation:rule="!self.apiVersion.matches('^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\\\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?v[0-9]+((alpha|beta)[0-9]+)?$') || !self.kind.matches('^[A-Z][A-Za-z0-9]*$') || !self.apiVersion.startsWith('apps/') || (self.apiVersion == 'apps/v1' && self.kind in ['Deployment', 'StatefulSet', 'ReplicaSet'])",messageExpression="'spec.scaleTargetRef: ' + self.apiVersion + ' ' + self.kind + ' is not scalable; use apiVersion apps/v1 with kind Deployment, StatefulSet or ReplicaSet'"
+// +kubebuilder:validation:XValidation:rule="!self.apiVersion.matches('^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\\\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?v[0-9]+((alpha|beta)[0-9]+)?$') || !self.kind.matches('^[A-Z][A-Za-z0-9]*$') || !self.apiVersion.startsWith('argoproj.io/') || (self.apiVersion == 'argoproj.io/v1alpha1' && self.kind == 'Rollout')",messageExpression="'spec.scaleTargetRef: ' + self.apiVersion + ' ' + self.kind + ' is not scalable; use apiVersion argoproj.io/v1alpha1 with kind Rollout'"
+// +kubebuilder:validation:XValidation:rule="!self.apiVersion.matches('^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\\\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?v[0-9]+((alpha|beta)[0-9]+)?$') || self.apiVersion == 'v1' || self.apiVersion.startsWith('apps/') || self.apiVersion.split('/')[0].contains('.')",messageExpression="'spec.scaleTargetRef.apiVersion: ' + self.apiVersion + ' names a built-in group without scalable kinds; use apps/v1, v1 (ReplicationController) or the group/version of a scalable custom resource, such as argoproj.io/v1alpha1'",fieldPath=".apiVersion"
+// +kubebuilder:validation:XValidation:rule="!self.apiVersion.matches('^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\\\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?v[0-9]+((alpha|beta)[0-9]+)?$') || !self.apiVersion.split('/')[0].endsWith('.k8s.io')",messageExpression="'spec.scaleTargetRef.apiVersion: ' + self.apiVersion + ' is a built-in Kubernetes group without scalable kinds; use apps/v1, v1 (ReplicationController) or the group/version of a scalable custom resource, such as argoproj.io/v1alpha1'",fieldPath=".apiVersion"
 type ScaleTargetRef struct {
 	// APIVersion of the target, e.g. apps/v1 or argoproj.io/v1alpha1.
 	// +required
 	// +kubebuilder:validation:MaxLength=253
-	// +kubebuilder:validation:XValidation:rule="self.matches('^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\\\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?v[0-9]+((alpha|beta)[0-9]+)?$')",message="apiVersion must look like v1, apps/v1 or group.example.com/v1alpha1"
+	// +kubebuilder:validation:XValidation:rule="self.matches('^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\\\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?v[0-9]+((alpha|beta)[0-9]+)?$')",messageExpression="'spec.scaleTargetRef.apiVersion must be a version or a group/version: an optional lower-case DNS group and a slash, then v1, v1alpha1 or v1beta1 style, such as apps/v1 or argoproj.io/v1alpha1; got \"' + self + '\"'"
 	APIVersion string `json:"apiVersion"`
 
 	// Kind of the target, e.g. Deployment.
 	// +required
 	// +kubebuilder:validation:MaxLength=63
-	// +kubebuilder:validation:XValidation:rule="self.matches('^[A-Z][A-Za-z0-9]*$')",message="kind must be a Kubernetes kind such as Deployment: a capital letter followed by letters and digits"
+	// +kubebuilder:validation:XValidation:rule="self.matches('^[A-Z][A-Za-z0-9]*$')",messageExpression="'spec.scaleTargetRef.kind must be a Kubernetes kind: a capital letter followed by letters and digits, such as Deployment; got \"' + self + '\"'"
 	Kind string `json:"kind"`
 
 	// Name of the target in the ElastiService's namespace.
@@ -127,7 +131,7 @@ const TriggerTypePrometheus TriggerType = "prometheus"
 
 // ScaleTrigger reports whether the target is idle.
 //
-// +kubebuilder:validation:XValidation:rule="self.type != 'prometheus' || (has(self.metadata) && has(self.metadata.query) && size(self.metadata.query) > 0)",message="a prometheus trigger needs metadata.query"
+// +kubebuilder:validation:XValidation:rule="self.type != 'prometheus' || (has(self.metadata) && has(self.metadata.query) && size(self.metadata.query) > 0)",message="metadata.query is required for a prometheus trigger: a PromQL expression that returns one sample, such as sum(rate(http_requests_total[1m])) or vector(0)",fieldPath=".metadata.query",reason="FieldValueRequired"
 type ScaleTrigger struct {
 	// Type of the trigger. Only prometheus is supported today.
 	// +required
@@ -144,7 +148,7 @@ type TriggerMetadata struct {
 	// operator's --prometheus-address.
 	// +optional
 	// +kubebuilder:validation:MaxLength=2048
-	// +kubebuilder:validation:XValidation:rule="self.matches('^https?://[^\\\\s/?#]+([/?#][^\\\\s]*)?$')",message="serverAddress must be an http:// or https:// URL"
+	// +kubebuilder:validation:XValidation:rule="self.matches('^https?://[^\\\\s/?#]+([/?#][^\\\\s]*)?$')",messageExpression="'metadata.serverAddress must be an http:// or https:// URL without spaces, such as http://prometheus.monitoring:9090; got \"' + self + '\"'"
 	ServerAddress string `json:"serverAddress,omitempty"`
 
 	// Query is a PromQL expression that returns one sample. It should return a
@@ -154,8 +158,8 @@ type TriggerMetadata struct {
 	Query string `json:"query,omitempty"`
 
 	// Threshold: a query result below it means idle. A number or a numeric
-	// string; admission rejects anything else (see the elasti-trigger-threshold
-	// ValidatingAdmissionPolicy).
+	// string between -1e308 and 1e308; admission rejects anything else (see
+	// the elasti-trigger-threshold ValidatingAdmissionPolicy).
 	// +optional
 	// +kubebuilder:validation:Schemaless
 	// +kubebuilder:validation:XPreserveUnknownFields
@@ -220,26 +224,39 @@ type AutoscalerRef struct {
 type EnabledPeriod struct {
 	// Schedule is a standard five-field cron expression (minute hour
 	// day-of-month month day-of-week) or a descriptor such as @daily, in UTC.
+	// Admission checks its shape and parses it with the operator's cron
+	// parser, so out-of-range fields such as minute 61 are refused.
 	// +required
 	// +kubebuilder:validation:MaxLength=256
-	// +kubebuilder:validation:XValidation:rule="self.matches('^(@(yearly|annually|monthly|weekly|daily|midnight|hourly)|[0-9A-Za-z*/,?-]+( +[0-9A-Za-z*/,?-]+){4})$')",message="schedule must be a five-field cron expression such as \"0 9 * * 1-5\" or a descriptor such as @daily"
+	// +kubebuilder:validation:XValidation:rule="self.matches('^(@(yearly|annually|monthly|weekly|daily|midnight|hourly)|[0-9A-Za-z*/,?-]+( +[0-9A-Za-z*/,?-]+){4})$')",messageExpression="'spec.enabledPeriod.schedule must be a five-field cron expression (minute hour day-of-month month day-of-week) such as \"0 9 * * 1-5\", or a descriptor such as @daily; got \"' + self + '\"'"
 	Schedule string `json:"schedule"`
 
-	// Duration of each window, a Go duration such as 8h or 90m.
+	// Two rules check a duration (here and in ProxySpec.HoldTimeout). The
+	// first is Go's duration syntax, sign included, so that "-5m" is told it
+	// must be positive rather than that it is not a duration. The second
+	// reads the value with CEL's duration(), which is Go's time.ParseDuration,
+	// but only when no number in it has more than five digits: with
+	// MaxLength 64 such a value cannot overflow, so duration() never fails
+	// at run time. A longer spelling is left to the operator's admission
+	// webhook, which parses every duration with Go.
+
+	// Duration of each window, a positive Go duration such as 8h or 90m.
 	// +required
 	// +kubebuilder:validation:MaxLength=64
-	// +kubebuilder:validation:XValidation:rule="self.matches('^([0-9]+(\\\\.[0-9]+)?(ns|us|µs|ms|s|m|h))+$')",message="duration must be a Go duration such as 8h, 90m or 1h30m"
+	// +kubebuilder:validation:XValidation:rule="self.matches('^[-+]?(0|(([0-9]+(\\\\.[0-9]*)?|\\\\.[0-9]+)(ns|us|µs|μs|ms|s|m|h))+)$')",messageExpression="'spec.enabledPeriod.duration must be a Go duration, numbers each followed by a unit (ns, us, ms, s, m, h), such as 8h, 90m or 1h30m; got \"' + self + '\"'"
+	// +kubebuilder:validation:XValidation:rule="!self.matches('^[-+]?(0|(([0-9]{1,5}(\\\\.[0-9]*)?|\\\\.[0-9]+)(ns|us|µs|μs|ms|s|m|h))+)$') || duration(self) > duration('0s')",messageExpression="'spec.enabledPeriod.duration must be positive, such as 8h, 90m or 1h30m; got \"' + self + '\", which is not above zero'"
 	Duration string `json:"duration"`
 }
 
 // ProxySpec tunes how the resolver holds traffic while the target is at zero.
 type ProxySpec struct {
-	// HoldTimeout is the longest a request or connection is held, a Go
-	// duration. After it HTTP gets 504 and TCP is closed. Defaults to the
-	// resolver's --hold-timeout.
+	// HoldTimeout is the longest a request or connection is held, a
+	// positive Go duration. After it HTTP gets 504 and TCP is closed.
+	// Defaults to the resolver's --hold-timeout.
 	// +optional
 	// +kubebuilder:validation:MaxLength=64
-	// +kubebuilder:validation:XValidation:rule="self.matches('^([0-9]+(\\\\.[0-9]+)?(ns|us|µs|ms|s|m|h))+$')",message="holdTimeout must be a Go duration such as 30s or 5m"
+	// +kubebuilder:validation:XValidation:rule="self.matches('^[-+]?(0|(([0-9]+(\\\\.[0-9]*)?|\\\\.[0-9]+)(ns|us|µs|μs|ms|s|m|h))+)$')",messageExpression="'spec.proxy.holdTimeout must be a Go duration, numbers each followed by a unit (ns, us, ms, s, m, h), such as 30s, 5m or 1h30m; got \"' + self + '\"'"
+	// +kubebuilder:validation:XValidation:rule="!self.matches('^[-+]?(0|(([0-9]{1,5}(\\\\.[0-9]*)?|\\\\.[0-9]+)(ns|us|µs|μs|ms|s|m|h))+)$') || duration(self) > duration('0s')",messageExpression="'spec.proxy.holdTimeout must be positive, such as 30s or 5m; got \"' + self + '\", which is not above zero. Leave holdTimeout out to use the resolver default (--hold-timeout)'"
 	HoldTimeout string `json:"holdTimeout,omitempty"`
 
 	// MaxHeldRequests bounds the requests held per resolver replica for this

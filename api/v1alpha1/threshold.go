@@ -3,7 +3,9 @@ package v1alpha1
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"math"
 	"strconv"
 	"strings"
 )
@@ -40,11 +42,19 @@ func (t Threshold) MarshalJSON() ([]byte, error) {
 	return json.Marshal(string(t))
 }
 
-// Float64 parses the threshold.
+// Float64 parses the threshold. It refuses what is not a finite number:
+// text that is not a number, NaN, Inf, and numbers beyond float64's range
+// such as 1e309, which strconv would read as Inf. A number too small to
+// represent, such as 1e-400, reads as 0.
 func (t Threshold) Float64() (float64, error) {
 	v, err := strconv.ParseFloat(strings.TrimSpace(string(t)), 64)
-	if err != nil {
+	switch {
+	case errors.Is(err, strconv.ErrRange):
+		return 0, fmt.Errorf("threshold %q is out of range; write a number between -1e308 and 1e308", string(t))
+	case err != nil:
 		return 0, fmt.Errorf("threshold %q is not a number", string(t))
+	case math.IsNaN(v) || math.IsInf(v, 0):
+		return 0, fmt.Errorf("threshold %q is not a finite number", string(t))
 	}
 	return v, nil
 }

@@ -2,6 +2,7 @@ package v1alpha1
 
 import (
 	"encoding/json"
+	"math"
 	"testing"
 )
 
@@ -18,6 +19,18 @@ func TestThresholdJSON(t *testing.T) {
 		{in: `" 2.5 "`, want: " 2.5 ", wantF: 2.5},
 		{in: `-1e3`, want: "-1e3", wantF: -1000},
 		{in: `"low"`, want: "low", wantErr: true},
+		// Beyond float64's range: strconv reads these as ±Inf.
+		{in: `"1e309"`, want: "1e309", wantErr: true},
+		{in: `"-1e309"`, want: "-1e309", wantErr: true},
+		{in: `1e309`, want: "1e309", wantErr: true},
+		{in: `"1.7976931348623159e308"`, want: "1.7976931348623159e308", wantErr: true},
+		// strconv accepts these spellings; a threshold must not.
+		{in: `"NaN"`, want: "NaN", wantErr: true},
+		{in: `"Inf"`, want: "Inf", wantErr: true},
+		{in: `"-infinity"`, want: "-infinity", wantErr: true},
+		// Below the smallest float64: reads as zero, like any tiny number.
+		{in: `"1e-400"`, want: "1e-400", wantF: 0},
+		{in: `"1.7976931348623157e308"`, want: "1.7976931348623157e308", wantF: math.MaxFloat64},
 		{in: `true`, wantErr: true},
 		{in: `{"a":1}`, wantErr: true},
 	}

@@ -8,6 +8,8 @@ import (
 
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
+	"elasti.dev/elasti/internal/activation"
+	"elasti.dev/elasti/internal/admission"
 	"elasti.dev/elasti/internal/contract"
 	"elasti.dev/elasti/internal/controller"
 )
@@ -25,6 +27,8 @@ type options struct {
 	activationAudiences     []string
 	prometheusAddress       string
 	triggerTimeout          time.Duration
+	// webhook.Port 0 turns the validating admission webhook off.
+	webhook admission.Config
 }
 
 // parseFlags reads the flags; getenv supplies defaults that depend on where
@@ -45,7 +49,7 @@ func parseFlags(fs *flag.FlagSet, args []string, getenv func(string) string, zap
 	fs.StringVar(&o.leaderElectionID, "leader-election-id", "elasti-operator.elasti.dev", "Name of the leader-election Lease.")
 	fs.StringVar(&o.controller.ResolverNamespace, "resolver-namespace", ns, "Namespace of the resolver pods.")
 	fs.StringVar(&o.resolverServiceAccount, "resolver-service-account", ns+"/elasti-resolver", "namespace/name of the only ServiceAccount allowed to call the activation server.")
-	fs.StringVar(&audiences, "activation-audiences", "", "Comma-separated token audiences the activation server requires; empty accepts the API server's default audience.")
+	fs.StringVar(&audiences, "activation-audiences", activation.Audience, "Comma-separated token audiences the activation server requires. Empty accepts tokens for the API server's own audience, which a caller could also use against the API server.")
 	fs.TextVar(&portRange, "port-range", portRange, "Resolver ports START-END to allocate from; the resolver's --port-range must be the same.")
 	fs.DurationVar(&o.controller.PortQuarantine, "port-quarantine", o.controller.PortQuarantine, "How long a freed resolver port stays unused before another ElastiService may get it, so that every kube-proxy and ingress has dropped the old proxy slice; 0 disables.")
 	fs.DurationVar(&o.controller.GracePeriod, "grace-period", o.controller.GracePeriod, "Time between writing the proxy slice and scaling to zero.")
@@ -55,6 +59,12 @@ func parseFlags(fs *flag.FlagSet, args []string, getenv func(string) string, zap
 	fs.StringVar(&watchNamespaces, "watch-namespaces", "", "Comma-separated namespaces to manage; empty manages all.")
 	fs.IntVar(&o.controller.MaxConcurrentReconciles, "max-concurrent-reconciles", o.controller.MaxConcurrentReconciles, "Parallel reconciles.")
 	fs.DurationVar(&o.controller.WakeTimeout, "wake-timeout", o.controller.WakeTimeout, "How long an activation call waits for the wake before answering 503.")
+	o.webhook.Namespace = ns
+	fs.IntVar(&o.webhook.Port, "webhook-port", 9443, "Port of the validating admission webhook for ElastiServices; 0 turns the webhook and its readiness check off.")
+	fs.StringVar(&o.webhook.CertDir, "webhook-cert-dir", "/var/run/elasti/webhook", "Writable directory the operator copies the webhook's serving certificate into.")
+	fs.StringVar(&o.webhook.SecretName, "webhook-secret", "elasti-webhook-cert", "Secret in the operator's namespace that keeps the webhook's CA and serving certificate; the install creates it empty.")
+	fs.StringVar(&o.webhook.ServiceName, "webhook-service", "elasti-operator", "Service in the operator's namespace that the API server calls the webhook through.")
+	fs.StringVar(&o.webhook.ConfigurationName, "webhook-configuration", "elasti-webhook", "ValidatingWebhookConfiguration whose caBundle the operator keeps.")
 	if zapOpts != nil {
 		zapOpts.BindFlags(fs)
 	}
@@ -64,6 +74,11 @@ func parseFlags(fs *flag.FlagSet, args []string, getenv func(string) string, zap
 	o.controller.PortRangeStart, o.controller.PortRangeEnd = portRange.Start, portRange.End
 	o.controller.WatchNamespaces = splitList(watchNamespaces)
 	o.activationAudiences = splitList(audiences)
+	if o.webhook.Port != 0 {
+		if err := o.webhook.Validate(); err != nil {
+			return o, fmt.Errorf("--webhook-*: %w", err)
+		}
+	}
 	if _, _, ok := strings.Cut(o.resolverServiceAccount, "/"); !ok {
 		return o, fmt.Errorf("--resolver-service-account %q must be namespace/name", o.resolverServiceAccount)
 	}

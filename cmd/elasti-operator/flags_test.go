@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+
+	"elasti.dev/elasti/internal/admission"
 )
 
 func TestParseFlags(t *testing.T) {
@@ -21,8 +23,8 @@ func TestParseFlags(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	got := []any{o.controller.ResolverNamespace, o.resolverServiceAccount, o.leaderElectionNamespace, o.controller.PortRangeStart, o.controller.PortRangeEnd, o.controller.PortQuarantine, o.controller.PollingInterval, o.activationAddr}
-	want := []any{"platform", "platform/elasti-resolver", "platform", int32(20000), int32(20999), 2 * time.Minute, 30 * time.Second, ":8013"}
+	got := []any{o.controller.ResolverNamespace, o.resolverServiceAccount, o.leaderElectionNamespace, o.controller.PortRangeStart, o.controller.PortRangeEnd, o.controller.PortQuarantine, o.controller.PollingInterval, o.activationAddr, o.activationAudiences}
+	want := []any{"platform", "platform/elasti-resolver", "platform", int32(20000), int32(20999), 2 * time.Minute, 30 * time.Second, ":8013", []string{"elasti.dev/activation"}}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("defaults (-want +got)\n%s", diff)
 	}
@@ -34,7 +36,38 @@ func TestParseFlags(t *testing.T) {
 		o.controller.GracePeriod != 5*time.Second || cmp.Diff([]string{"elasti"}, o.activationAudiences) != "" || o.controller.PortQuarantine != 0 {
 		t.Errorf("parsed %+v", o)
 	}
+	// An empty list turns the audience requirement off.
+	if o, err := parse("--activation-audiences="); err != nil || o.activationAudiences != nil {
+		t.Errorf("--activation-audiences= gave %q, %v; want no audiences", o.activationAudiences, err)
+	}
 	for _, bad := range [][]string{{"--port-range=20999-20000"}, {"--port-range=x"}, {"--port-range=0-10"}, {"--resolver-service-account=nobody"}, {"--polling-interval=0s"}, {"--port-quarantine=-1s"}} {
+		if _, err := parse(bad...); err == nil {
+			t.Errorf("%v accepted", bad)
+		}
+	}
+}
+
+func TestParseWebhookFlags(t *testing.T) {
+	parse := func(args ...string) (options, error) {
+		fs := flag.NewFlagSet("test", flag.ContinueOnError)
+		fs.SetOutput(io.Discard)
+		return parseFlags(fs, args, func(k string) string { return map[string]string{"POD_NAMESPACE": "platform"}[k] }, nil)
+	}
+	o, err := parse()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The defaults are the kustomize install's names (config/webhook,
+	// config/operator), so its Deployment need not pass them.
+	want := admission.Config{Port: 9443, CertDir: "/var/run/elasti/webhook", Namespace: "platform",
+		SecretName: "elasti-webhook-cert", ServiceName: "elasti-operator", ConfigurationName: "elasti-webhook"}
+	if diff := cmp.Diff(want, o.webhook); diff != "" {
+		t.Errorf("defaults (-want +got)\n%s", diff)
+	}
+	if o, err := parse("--webhook-port=0", "--webhook-secret="); err != nil || o.webhook.Port != 0 {
+		t.Errorf("--webhook-port=0 turns the webhook off, its other flags unchecked: %+v, %v", o.webhook, err)
+	}
+	for _, bad := range [][]string{{"--webhook-port=70000"}, {"--webhook-secret="}, {"--webhook-cert-dir="}, {"--webhook-configuration="}} {
 		if _, err := parse(bad...); err == nil {
 			t.Errorf("%v accepted", bad)
 		}

@@ -1,6 +1,7 @@
-// Command elasti-operator runs the ElastiService reconciler and the
-// activation server. It only wires: flags -> config -> manager -> controller
-// and activation server -> start.
+// Command elasti-operator runs the ElastiService reconciler, the
+// activation server and the ElastiService admission webhook. It only wires:
+// flags -> config -> manager -> controller, activation server and webhook ->
+// start.
 package main
 
 import (

@@ -18,6 +18,7 @@ import (
 
 	elastiv1alpha1 "elasti.dev/elasti/api/v1alpha1"
 	"elasti.dev/elasti/internal/activation"
+	"elasti.dev/elasti/internal/admission"
 	"elasti.dev/elasti/internal/controller"
 	"elasti.dev/elasti/internal/scaling"
 )
@@ -72,6 +73,17 @@ func run(ctx context.Context, o options, log logr.Logger) error {
 	}
 	if err := mgr.AddReadyzCheck("caches", cachesSynced(mgr)); err != nil {
 		return fmt.Errorf("add readyz check: %w", err)
+	}
+	// The validating webhook runs on every replica. A replica is not ready
+	// until it serves with a certificate whose CA the API server has.
+	if o.webhook.Port != 0 {
+		webhookReady, err := admission.Setup(mgr, o.webhook)
+		if err != nil {
+			return err
+		}
+		if err := mgr.AddReadyzCheck("webhook", webhookReady); err != nil {
+			return fmt.Errorf("add readyz check: %w", err)
+		}
 	}
 	log.Info("starting elasti-operator", "resolverNamespace", o.controller.ResolverNamespace,
 		"portRange", fmt.Sprintf("%d-%d", o.controller.PortRangeStart, o.controller.PortRangeEnd), "portQuarantine", o.controller.PortQuarantine, "activation", o.activationAddr)

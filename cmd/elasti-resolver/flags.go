@@ -3,6 +3,7 @@ package main
 import (
 	"flag"
 	"fmt"
+	"strings"
 	"time"
 
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
@@ -20,15 +21,19 @@ type config struct {
 	tokenPath    string
 	drainPeriod  time.Duration
 	drainTimeout time.Duration
+	// watchNamespaces limits the ElastiServices followed; empty: all.
+	watchNamespaces []string
 }
 
 // parseFlags reads the command line; every flag is listed in docs/resolver.md.
 func parseFlags(fs *flag.FlagSet, args []string, zapOpts *zap.Options) (config, error) {
 	var c config
 	o := &c.resolver
+	var watchNamespaces string
 	fs.StringVar(&o.ListenAddress, "listen-address", "", "IP address the resolver ports bind to; empty binds all addresses.")
 	portRange := contract.DefaultPortRange()
 	fs.TextVar(&portRange, "port-range", portRange, "Resolver ports START-END to open; the operator's --port-range must be the same.")
+	fs.StringVar(&watchNamespaces, "watch-namespaces", "", "Comma-separated namespaces whose ElastiServices this resolver serves; empty serves all. Must equal the operator's --watch-namespaces.")
 	fs.StringVar(&c.adminAddr, "admin-bind-address", ":8012", "Address of /healthz, /readyz and /metrics.")
 	fs.DurationVar(&o.UnmappedWait, "unmapped-port-wait", resolver.DefaultUnmappedWait, "How long a connection on a port without a mapping waits for one before it is refused.")
 	fs.DurationVar(&o.HoldTimeout, "hold-timeout", resolver.DefaultHoldTimeout, "Default longest hold of a request or connection (ElastiService spec.proxy.holdTimeout overrides).")
@@ -41,7 +46,7 @@ func parseFlags(fs *flag.FlagSet, args []string, zapOpts *zap.Options) (config, 
 	fs.IntVar(&o.MaxHeaderBytes, "max-header-bytes", resolver.DefaultMaxHeaderBytes, "Largest request header block accepted.")
 	fs.IntVar(&o.MaxConcurrentStreams, "max-concurrent-streams", resolver.DefaultMaxConcurrentStreams, "HTTP/2 streams per client connection.")
 	fs.StringVar(&c.operatorURL, "operator-url", activation.DefaultOperatorURL, "Base URL of the operator's activation server.")
-	fs.StringVar(&c.tokenPath, "token-path", activation.DefaultTokenPath, "ServiceAccount token presented to the activation server; read on every call.")
+	fs.StringVar(&c.tokenPath, "token-path", activation.DefaultTokenPath, "ServiceAccount token presented to the activation server, a projected token for the operator's --activation-audiences; read on every call.")
 	fs.DurationVar(&o.ActivationTimeout, "activation-timeout", resolver.DefaultActivationTimeout, "Timeout of one activation call; longer than the operator's --wake-timeout.")
 	fs.DurationVar(&o.ActivationBackoff, "activation-backoff", resolver.DefaultActivationBackoff, "First retry delay after a failed activation call; doubles per failure.")
 	fs.DurationVar(&o.ActivationMaxBackoff, "activation-max-backoff", resolver.DefaultActivationMaxBackoff, "Largest retry delay between failed activation calls.")
@@ -60,6 +65,11 @@ func parseFlags(fs *flag.FlagSet, args []string, zapOpts *zap.Options) (config, 
 		return c, fmt.Errorf("unexpected arguments: %v", fs.Args())
 	}
 	o.PortRangeStart, o.PortRangeEnd = int(portRange.Start), int(portRange.End)
+	for _, ns := range strings.Split(watchNamespaces, ",") {
+		if ns = strings.TrimSpace(ns); ns != "" {
+			c.watchNamespaces = append(c.watchNamespaces, ns)
+		}
+	}
 	if c.drainPeriod < 0 || c.drainTimeout < 0 {
 		return c, fmt.Errorf("--drain-period and --drain-timeout must not be negative")
 	}

@@ -36,7 +36,7 @@ func TestParseFlags(t *testing.T) {
 				"start":  20000, "end": 20999, "admin": ":8012",
 				"operator": "http://elasti-operator.elasti-system.svc:8013",
 				"hold":     5 * time.Minute, "max": 1000,
-				"token":     "/var/run/secrets/kubernetes.io/serviceaccount/token",
+				"token":     "/var/run/secrets/elasti.dev/activation/token",
 				"readAhead": 64 << 10, "headerBytes": 1 << 20,
 				"trafficReport": time.Second,
 			},
@@ -52,6 +52,20 @@ func TestParseFlags(t *testing.T) {
 				}
 			},
 			want: map[string]any{"start": 30000, "end": 30009, "listen": "127.0.0.1", "hold": 30 * time.Second, "drain": time.Second, "trafficReport": 250 * time.Millisecond},
+		},
+		{
+			name: "watch namespaces",
+			args: []string{"--watch-namespaces= team-a,team-b ,"},
+			check: func(c config) map[string]any {
+				return map[string]any{"namespaces": c.watchNamespaces}
+			},
+			want: map[string]any{"namespaces": []string{"team-a", "team-b"}},
+		},
+		{
+			name:  "every namespace by default",
+			args:  nil,
+			check: func(c config) map[string]any { return map[string]any{"all": c.watchNamespaces == nil} },
+			want:  map[string]any{"all": true},
 		},
 		{name: "inverted range", args: []string{"--port-range=30010-30000"}, wantErr: true},
 		// One spelling in both binaries: the resolver's old pair is gone.

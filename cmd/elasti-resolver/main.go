@@ -59,7 +59,10 @@ func run(cfg config, log logr.Logger) error {
 	informerCtx, stopInformers := context.WithCancel(context.Background())
 	defer stopInformers()
 	ports, endpoints := resolver.NewPortMap(), resolver.NewEndpoints()
-	synced, err := resolver.Watch(informerCtx, restCfg, ports, endpoints, log.WithName("informers"))
+	synced, err := resolver.Watch(informerCtx, restCfg, ports, endpoints, resolver.WatchOptions{
+		Namespaces: cfg.watchNamespaces,
+		Log:        log.WithName("informers"),
+	})
 	if err != nil {
 		return err
 	}

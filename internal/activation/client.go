@@ -20,8 +20,15 @@ import (
 // activation server inside the cluster.
 const DefaultOperatorURL = "http://elasti-operator.elasti-system.svc:8013"
 
-// DefaultTokenPath is the projected ServiceAccount token of a pod.
-const DefaultTokenPath = "/var/run/secrets/kubernetes.io/serviceaccount/token"
+// Audience is the token audience of activation calls: the resolver presents
+// a projected ServiceAccount token for it, and the operator's server
+// requires it by default. The API server does not accept such a token, so a
+// token leaked from an activation call cannot be replayed against it.
+const Audience = "elasti.dev/activation"
+
+// DefaultTokenPath is where the resolver's pod mounts its projected token
+// for Audience.
+const DefaultTokenPath = "/var/run/secrets/elasti.dev/activation/token"
 
 // StatusError is an activation call the operator answered with a status other
 // than 200. 401 and 403 mean the resolver's identity was refused, 404 that the

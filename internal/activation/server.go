@@ -51,8 +51,8 @@ type Server struct {
 	listener net.Listener
 }
 
-// Handler returns the HTTP handler. Order: method, authentication, body,
-// wake.
+// Handler returns the HTTP handler. Order: method, authentication (caches,
+// then the per-source review limit, then a TokenReview), body, wake.
 func (s *Server) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc(contract.ActivationPath, s.activate)
@@ -67,20 +67,31 @@ func (s *Server) activate(w http.ResponseWriter, r *http.Request) {
 	}
 	token, ok := bearerToken(r.Header.Get("Authorization"))
 	if !ok {
+		refusals.WithLabelValues(refusedUnauthenticated).Inc()
 		w.Header().Set("WWW-Authenticate", `Bearer realm="elasti-activation"`)
 		httpError(w, http.StatusUnauthorized, "a ServiceAccount bearer token is required")
 		return
 	}
-	switch err := s.Authenticator.Authenticate(r.Context(), token); {
+	switch err := s.Authenticator.Authenticate(r.Context(), sourceIP(r.RemoteAddr), token); {
 	case err == nil:
 	case errors.Is(err, ErrUnauthenticated):
-		s.Log.Info("activation refused", "reason", "unauthenticated", "remote", r.RemoteAddr)
+		refusals.WithLabelValues(refusedUnauthenticated).Inc()
+		s.Log.Info("activation refused", "reason", refusedUnauthenticated, "remote", r.RemoteAddr)
 		w.Header().Set("WWW-Authenticate", `Bearer realm="elasti-activation"`)
 		httpError(w, http.StatusUnauthorized, "the token is not valid")
 		return
 	case errors.Is(err, ErrForbidden):
-		s.Log.Info("activation refused", "reason", "forbidden", "remote", r.RemoteAddr, "detail", err.Error())
+		refusals.WithLabelValues(refusedForbidden).Inc()
+		s.Log.Info("activation refused", "reason", refusedForbidden, "remote", r.RemoteAddr, "detail", err.Error())
 		httpError(w, http.StatusForbidden, "this identity may not activate targets")
+		return
+	case errors.Is(err, ErrRateLimited):
+		// Per call at V(1) only: a flood would otherwise flood the log too.
+		// The counter shows it.
+		refusals.WithLabelValues(refusedRateLimited).Inc()
+		s.Log.V(1).Info("activation refused", "reason", refusedRateLimited, "remote", r.RemoteAddr)
+		w.Header().Set("Retry-After", "1")
+		httpError(w, http.StatusTooManyRequests, "too many token reviews from this address; retry later")
 		return
 	default:
 		s.Log.Error(err, "activation: token review failed")
@@ -129,6 +140,15 @@ func decodeRequest(r *http.Request) (contract.ActivationRequest, error) {
 		return req, fmt.Errorf("elastiService %q: %s", req.ElastiService, strings.Join(errs, "; "))
 	}
 	return req, nil
+}
+
+// sourceIP is the host part of a request's RemoteAddr, the key of the
+// per-source review limit; the whole string if it has no port.
+func sourceIP(remoteAddr string) string {
+	if host, _, err := net.SplitHostPort(remoteAddr); err == nil {
+		return host
+	}
+	return remoteAddr
 }
 
 func bearerToken(h string) (string, bool) {

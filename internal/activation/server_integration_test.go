@@ -25,41 +25,44 @@ func TestMain(m *testing.M) {
 	testenv.Main(m, testenv.Options{}, func(e *testenv.Env) { k8s = e.Client })
 }
 
-// TestServerWithTokenReview runs the activation server against a real
-// kube-apiserver: ServiceAccount tokens from the TokenRequest API are
-// verified with TokenReview.
-func TestServerWithTokenReview(t *testing.T) {
+// serviceAccountToken creates namespace/name's ServiceAccount if needed
+// and returns a token for it from the TokenRequest API; no audiences means
+// the API server's own.
+func serviceAccountToken(t *testing.T, namespace, name string, audiences ...string) string {
+	t.Helper()
 	ctx := context.Background()
-	for _, ns := range []string{"elasti-system", "tenant"} {
-		if err := k8s.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
-			t.Fatal(err)
-		}
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: namespace}}
+	if err := k8s.Create(ctx, ns); client.IgnoreAlreadyExists(err) != nil {
+		t.Fatal(err)
 	}
-	token := func(ns, name string, audiences ...string) string {
-		sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}
-		if err := k8s.Create(ctx, sa); client.IgnoreAlreadyExists(err) != nil {
-			t.Fatal(err)
-		}
-		tr := &authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: ptr.To(int64(600)), Audiences: audiences}}
-		if err := k8s.SubResource("token").Create(ctx, sa, tr); err != nil {
-			t.Fatal(err)
-		}
-		return tr.Status.Token
+	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name}}
+	if err := k8s.Create(ctx, sa); client.IgnoreAlreadyExists(err) != nil {
+		t.Fatal(err)
 	}
-	w := &fakeWaker{}
-	srv := &Server{Addr: "127.0.0.1:0", Waker: w, Authenticator: &Authenticator{
-		Client: k8s, ServiceAccountNamespace: "elasti-system", ServiceAccountName: "elasti-resolver",
-	}}
+	tr := &authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: ptr.To(int64(600)), Audiences: audiences}}
+	if err := k8s.SubResource("token").Create(ctx, sa, tr); err != nil {
+		t.Fatal(err)
+	}
+	return tr.Status.Token
+}
+
+// serve runs an activation server with auth until the test ends, and
+// returns a function that makes one activation call with a token and
+// returns the status code.
+func serve(t *testing.T, auth *Authenticator) (call func(token string) int, waker *fakeWaker) {
+	t.Helper()
+	waker = &fakeWaker{}
+	srv := &Server{Addr: "127.0.0.1:0", Waker: waker, Authenticator: auth}
 	addr, err := srv.Listen()
 	if err != nil {
 		t.Fatal(err)
 	}
-	sctx, cancel := context.WithCancel(ctx)
+	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
-	go func() { defer close(done); _ = srv.Start(sctx) }()
+	go func() { defer close(done); _ = srv.Start(ctx) }()
 	t.Cleanup(func() { cancel(); <-done })
 
-	call := func(tok string) int {
+	return func(tok string) int {
 		req, _ := http.NewRequest(http.MethodPost, "http://"+addr.String()+contract.ActivationPath,
 			bytes.NewBufferString(`{"namespace":"tenant","elastiService":"web"}`))
 		req.Header.Set("Content-Type", "application/json")
@@ -72,17 +75,26 @@ func TestServerWithTokenReview(t *testing.T) {
 		}
 		resp.Body.Close()
 		return resp.StatusCode
-	}
+	}, waker
+}
+
+// TestServerWithTokenReview runs the activation server, configured as the
+// operator is by default, against a real kube-apiserver: ServiceAccount
+// tokens from the TokenRequest API are verified with TokenReview.
+func TestServerWithTokenReview(t *testing.T) {
+	call, w := serve(t, &Authenticator{
+		Client: k8s, ServiceAccountNamespace: "elasti-system", ServiceAccountName: "elasti-resolver", Audiences: []string{Audience},
+	})
 	for _, tc := range []struct {
 		name, token string
 		want        int
 	}{
-		{"resolver ServiceAccount", token("elasti-system", "elasti-resolver"), http.StatusOK},
+		{"resolver ServiceAccount", serviceAccountToken(t, "elasti-system", "elasti-resolver", Audience), http.StatusOK},
 		{"no token", "", http.StatusUnauthorized},
 		{"forged token", "eyJhbGciOiJSUzI1NiJ9.e30.c2ln", http.StatusUnauthorized},
-		{"another ServiceAccount", token("elasti-system", "default-reader"), http.StatusForbidden},
-		{"same name, other namespace", token("tenant", "elasti-resolver"), http.StatusForbidden},
-		{"token for another audience", token("elasti-system", "elasti-resolver", "vault"), http.StatusUnauthorized},
+		{"another ServiceAccount", serviceAccountToken(t, "elasti-system", "default-reader", Audience), http.StatusForbidden},
+		{"same name, other namespace", serviceAccountToken(t, "tenant", "elasti-resolver", Audience), http.StatusForbidden},
+		{"token for another audience", serviceAccountToken(t, "elasti-system", "elasti-resolver", "vault"), http.StatusUnauthorized},
 	} {
 		if got := call(tc.token); got != tc.want {
 			t.Errorf("%s: status %d, want %d", tc.name, got, tc.want)
@@ -90,5 +102,40 @@ func TestServerWithTokenReview(t *testing.T) {
 	}
 	if w.calls.Load() != 1 {
 		t.Errorf("waker called %d times, want once (only for the accepted call)", w.calls.Load())
+	}
+}
+
+// TestServerRequiresActivationAudience: with the operator's default
+// audiences, the resolver's own token for the API server is refused and
+// a token for Audience accepted; and the API server does not accept the
+// Audience token, so one seen on the wire cannot be used against it.
+func TestServerRequiresActivationAudience(t *testing.T) {
+	apiToken := serviceAccountToken(t, "elasti-system", "elasti-resolver")
+	activationToken := serviceAccountToken(t, "elasti-system", "elasti-resolver", Audience)
+
+	call, _ := serve(t, &Authenticator{
+		Client: k8s, ServiceAccountNamespace: "elasti-system", ServiceAccountName: "elasti-resolver", Audiences: []string{Audience},
+	})
+	if got := call(apiToken); got != http.StatusUnauthorized {
+		t.Errorf("token with the API server's audience: status %d, want 401", got)
+	}
+	if got := call(activationToken); got != http.StatusOK {
+		t.Errorf("token with audience %s: status %d, want 200", Audience, got)
+	}
+
+	// Control: the API token is refused for its audience alone. Without a
+	// required audience (--activation-audiences=) the same token passes.
+	open, _ := serve(t, &Authenticator{Client: k8s, ServiceAccountNamespace: "elasti-system", ServiceAccountName: "elasti-resolver"})
+	if got := open(apiToken); got != http.StatusOK {
+		t.Errorf("token with the API server's audience, no audience required: status %d, want 200", got)
+	}
+
+	// The API server itself rejects the activation token.
+	tr := &authenticationv1.TokenReview{Spec: authenticationv1.TokenReviewSpec{Token: activationToken}}
+	if err := k8s.Create(context.Background(), tr); err != nil {
+		t.Fatal(err)
+	}
+	if tr.Status.Authenticated {
+		t.Errorf("the API server accepts a token for audience %s as %s", Audience, tr.Status.User.Username)
 	}
 }

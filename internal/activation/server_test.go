@@ -108,7 +108,7 @@ func TestServer(t *testing.T) {
 	// Successful reviews are cached for a minute.
 	before := reviews.Load()
 	for i := 0; i < 3; i++ {
-		if err := auth.Authenticate(context.Background(), "good"); err != nil {
+		if err := auth.Authenticate(context.Background(), "10.0.0.1", "good"); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -116,7 +116,7 @@ func TestServer(t *testing.T) {
 		t.Errorf("cached token reviewed again")
 	}
 	fc.Step(2 * time.Minute)
-	if err := auth.Authenticate(context.Background(), "good"); err != nil || reviews.Load() != before+1 {
+	if err := auth.Authenticate(context.Background(), "10.0.0.1", "good"); err != nil || reviews.Load() != before+1 {
 		t.Errorf("expired cache entry not reviewed: %v", err)
 	}
 }

@@ -10,8 +10,9 @@ import (
 // AdminHandler serves the resolver's own endpoints on the admin port, apart
 // from the proxied ports:
 //   - /healthz: 200 while the process serves at all (liveness);
-//   - /readyz: 200 only when every port is open, the caches have synced and
-//     the resolver is not draining; otherwise 503 with the reason;
+//   - /readyz: 200 only when every port is open, the ElastiService cache
+//     has synced and the resolver is not draining; otherwise 503 with the
+//     reason;
 //   - /metrics: Prometheus metrics from g.
 func (r *Resolver) AdminHandler(g prometheus.Gatherer) http.Handler {
 	mux := http.NewServeMux()

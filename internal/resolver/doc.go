@@ -31,5 +31,6 @@
 //
 // Resolver also owns the lifecycle: Start, Ready, Drain (resolver.go), the
 // admin endpoints (admin.go) and the informers that feed PortMap and
-// Endpoints (informers.go).
+// Endpoints (informers.go): one on ElastiServices, and one per Service the
+// PortMap carries on that Service's own EndpointSlices (slicewatch.go).
 package resolver

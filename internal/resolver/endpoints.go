@@ -21,12 +21,28 @@ import (
 //
 // Every change to a Service's slices closes that Service's change channel, so
 // held requests wake on the event instead of polling.
+//
+// Slices arrive either directly (Update, Delete: tests) or through a feed,
+// one per Service, which an informer of that Service's slices holds
+// (slicewatch.go). While a Service's feed has not delivered its first full
+// list, the Service has no ready endpoint: nothing is forwarded on a partial
+// view, and held requests wait for the change that the end of the list
+// brings. A feed that has stopped, or been replaced, changes nothing, and
+// stopping it forgets the Service's slices.
 type Endpoints struct {
 	mu       sync.RWMutex
 	services map[types.NamespacedName]*serviceEndpoints
 	// sliceOwner remembers which Service a slice counted for, so that a
 	// relabelled slice leaves its old Service.
 	sliceOwner map[types.NamespacedName]types.NamespacedName
+	// feeds holds the current feed of each Service that has one.
+	feeds    map[types.NamespacedName]feedState
+	lastFeed uint64
+}
+
+type feedState struct {
+	id     uint64
+	synced bool
 }
 
 type serviceEndpoints struct {
@@ -48,6 +64,7 @@ func NewEndpoints() *Endpoints {
 	return &Endpoints{
 		services:   map[types.NamespacedName]*serviceEndpoints{},
 		sliceOwner: map[types.NamespacedName]types.NamespacedName{},
+		feeds:      map[types.NamespacedName]feedState{},
 	}
 }
 
@@ -94,10 +111,14 @@ func summarize(s *discoveryv1.EndpointSlice) sliceEndpoints {
 
 // Update records a slice after an add or update event.
 func (e *Endpoints) Update(s *discoveryv1.EndpointSlice) {
-	sliceKey := types.NamespacedName{Namespace: s.Namespace, Name: s.Name}
-	svc, ok := serviceOf(s)
 	e.mu.Lock()
 	defer e.mu.Unlock()
+	e.updateLocked(s)
+}
+
+func (e *Endpoints) updateLocked(s *discoveryv1.EndpointSlice) {
+	sliceKey := types.NamespacedName{Namespace: s.Namespace, Name: s.Name}
+	svc, ok := serviceOf(s)
 	if old, had := e.sliceOwner[sliceKey]; had && (!ok || old != svc) {
 		e.removeLocked(old, s.Name)
 		delete(e.sliceOwner, sliceKey)
@@ -113,15 +134,107 @@ func (e *Endpoints) Update(s *discoveryv1.EndpointSlice) {
 
 // Delete forgets a slice after a delete event.
 func (e *Endpoints) Delete(namespace, name string) {
-	sliceKey := types.NamespacedName{Namespace: namespace, Name: name}
 	e.mu.Lock()
 	defer e.mu.Unlock()
+	e.deleteLocked(types.NamespacedName{Namespace: namespace, Name: name})
+}
+
+func (e *Endpoints) deleteLocked(sliceKey types.NamespacedName) {
 	svc, ok := e.sliceOwner[sliceKey]
 	if !ok {
 		return
 	}
 	delete(e.sliceOwner, sliceKey)
-	e.removeLocked(svc, name)
+	e.removeLocked(svc, sliceKey.Name)
+}
+
+// feed is one informer's hold on a Service's endpoints, from startFeed
+// until stop.
+type feed struct {
+	e   *Endpoints
+	svc types.NamespacedName
+	id  uint64
+}
+
+// startFeed gives svc a new feed, which replaces any earlier one. Until the
+// feed reports synced, svc has no ready endpoint.
+func (e *Endpoints) startFeed(svc types.NamespacedName) feed {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.lastFeed++
+	e.feeds[svc] = feedState{id: e.lastFeed}
+	return feed{e: e, svc: svc, id: e.lastFeed}
+}
+
+// currentLocked reports whether f is still its Service's feed.
+func (f feed) currentLocked() bool {
+	st, ok := f.e.feeds[f.svc]
+	return ok && st.id == f.id
+}
+
+// update records a slice of f's Service after an add or update event.
+func (f feed) update(s *discoveryv1.EndpointSlice) {
+	f.e.mu.Lock()
+	defer f.e.mu.Unlock()
+	if !f.currentLocked() {
+		return
+	}
+	if svc, ok := serviceOf(s); ok && svc != f.svc {
+		// Not this feed's to say; the feed of its own Service, if any,
+		// reports it.
+		return
+	}
+	f.e.updateLocked(s)
+}
+
+// delete forgets a slice of f's Service after a delete event.
+func (f feed) delete(namespace, name string) {
+	f.e.mu.Lock()
+	defer f.e.mu.Unlock()
+	sliceKey := types.NamespacedName{Namespace: namespace, Name: name}
+	if !f.currentLocked() || f.e.sliceOwner[sliceKey] != f.svc {
+		return
+	}
+	f.e.deleteLocked(sliceKey)
+}
+
+// synced reports that f has delivered its first full list: its Service's
+// ready endpoints count from now on, and held requests re-check them.
+func (f feed) synced() {
+	f.e.mu.Lock()
+	defer f.e.mu.Unlock()
+	if !f.currentLocked() {
+		return
+	}
+	f.e.feeds[f.svc] = feedState{id: f.id, synced: true}
+	f.e.notifyLocked(f.svc)
+}
+
+// stop ends f and forgets its Service's slices. Events the informer still
+// delivers afterwards change nothing.
+func (f feed) stop() {
+	f.e.mu.Lock()
+	defer f.e.mu.Unlock()
+	if !f.currentLocked() {
+		return
+	}
+	delete(f.e.feeds, f.svc)
+	if se, ok := f.e.services[f.svc]; ok {
+		for name := range se.slices {
+			delete(f.e.sliceOwner, types.NamespacedName{Namespace: f.svc.Namespace, Name: name})
+		}
+		clear(se.slices)
+	}
+	f.e.notifyLocked(f.svc)
+}
+
+// feeding reports whether svc has a feed, that is whether the resolver
+// follows svc's slices at all.
+func (e *Endpoints) feeding(svc types.NamespacedName) bool {
+	e.mu.RLock()
+	defer e.mu.RUnlock()
+	_, ok := e.feeds[svc]
+	return ok
 }
 
 func (e *Endpoints) removeLocked(svc types.NamespacedName, slice string) {
@@ -165,12 +278,28 @@ func (e *Endpoints) rebuildLocked(svc types.NamespacedName, se *serviceEndpoints
 	}
 }
 
+// notifyLocked wakes svc's waiters after a change of its feed.
+func (e *Endpoints) notifyLocked(svc types.NamespacedName) {
+	if se, ok := e.services[svc]; ok {
+		e.rebuildLocked(svc, se)
+	}
+}
+
+// usableLocked returns svc's endpoints, or nil while svc's feed has not
+// synced.
+func (e *Endpoints) usableLocked(svc types.NamespacedName) *serviceEndpoints {
+	if st, ok := e.feeds[svc]; ok && !st.synced {
+		return nil
+	}
+	return e.services[svc]
+}
+
 // Ready returns the ready "ip:port" addresses of a Service port, by the
 // Service port's name. The slice must not be modified.
 func (e *Endpoints) Ready(svc types.NamespacedName, portName string) []string {
 	e.mu.RLock()
 	defer e.mu.RUnlock()
-	if se, ok := e.services[svc]; ok {
+	if se := e.usableLocked(svc); se != nil {
 		return se.ready[portName]
 	}
 	return nil
@@ -180,7 +309,7 @@ func (e *Endpoints) Ready(svc types.NamespacedName, portName string) []string {
 func (e *Endpoints) AnyReady(svc types.NamespacedName) bool {
 	e.mu.RLock()
 	defer e.mu.RUnlock()
-	if se, ok := e.services[svc]; ok {
+	if se := e.usableLocked(svc); se != nil {
 		for _, addrs := range se.ready {
 			if len(addrs) > 0 {
 				return true
@@ -221,8 +350,8 @@ func (e *Endpoints) Next(svc types.NamespacedName, portName string) (string, boo
 // rotateLocked returns the ready addresses of a Service port and where this
 // call's turn of the rotation starts. The caller holds e.mu.
 func (e *Endpoints) rotateLocked(svc types.NamespacedName, portName string) (addrs []string, start int) {
-	se, ok := e.services[svc]
-	if !ok || len(se.ready[portName]) == 0 {
+	se := e.usableLocked(svc)
+	if se == nil || len(se.ready[portName]) == 0 {
 		return nil, 0
 	}
 	addrs = se.ready[portName]

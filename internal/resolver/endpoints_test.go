@@ -256,3 +256,80 @@ func TestTargetLayer(t *testing.T) {
 		}
 	}
 }
+
+// TestEndpointsFeedGate: a Service fed by an informer has no ready endpoint
+// before the informer's first full list is in, the end of that list wakes
+// waiters, a stopped or replaced feed changes nothing, and stopping forgets
+// the Service's slices.
+func TestEndpointsFeedGate(t *testing.T) {
+	svc := types.NamespacedName{Namespace: "ns", Name: "web"}
+	fired := func(ch <-chan struct{}) bool {
+		select {
+		case <-ch:
+			return true
+		default:
+			return false
+		}
+	}
+	e := NewEndpoints()
+	f := e.startFeed(svc)
+	if !e.feeding(svc) {
+		t.Fatal("no feed after startFeed")
+	}
+	f.update(slice("ns", "web-1", "web", "http", 80, readyEP("10.0.0.1")))
+	if got := e.Ready(svc, "http"); len(got) != 0 {
+		t.Fatalf("Ready before the feed synced = %v, want none", got)
+	}
+	if e.AnyReady(svc) || len(e.Candidates(svc, "http")) != 0 {
+		t.Fatal("AnyReady or Candidates see endpoints before the feed synced")
+	}
+	if _, ok := e.Next(svc, "http"); ok {
+		t.Fatal("Next found an endpoint before the feed synced")
+	}
+	changed := e.Changed(svc)
+	f.synced()
+	if !fired(changed) {
+		t.Fatal("the end of the first list did not wake waiters")
+	}
+	if diff := cmp.Diff([]string{"10.0.0.1:80"}, e.Ready(svc, "http")); diff != "" {
+		t.Errorf("Ready after sync (-want +got):\n%s", diff)
+	}
+
+	// A slice of another Service is not this feed's to record.
+	f.update(slice("ns", "api-1", "api", "http", 80, readyEP("10.0.0.9")))
+	if got := e.Ready(types.NamespacedName{Namespace: "ns", Name: "api"}, "http"); len(got) != 0 {
+		t.Errorf("web's feed recorded api's slice: %v", got)
+	}
+
+	// A newer feed replaces this one: the old one's events are ignored.
+	g := e.startFeed(svc)
+	f.update(slice("ns", "web-2", "web", "http", 80, readyEP("10.0.0.2")))
+	f.delete("ns", "web-1")
+	f.synced()
+	if got := e.Ready(svc, "http"); len(got) != 0 {
+		t.Errorf("Ready with a new unsynced feed = %v, want none", got)
+	}
+	g.synced()
+	if diff := cmp.Diff([]string{"10.0.0.1:80"}, e.Ready(svc, "http")); diff != "" {
+		t.Errorf("Ready after the stale feed's events (-want +got):\n%s", diff)
+	}
+
+	// Stopping forgets the slices and wakes waiters; late events change
+	// nothing.
+	changed = e.Changed(svc)
+	f.stop() // not current: no effect
+	if e.Ready(svc, "http") == nil {
+		t.Fatal("stopping a replaced feed forgot the current one's slices")
+	}
+	g.stop()
+	if !fired(changed) {
+		t.Error("stopping the feed did not wake waiters")
+	}
+	g.update(slice("ns", "web-3", "web", "http", 80, readyEP("10.0.0.3")))
+	if got := e.Ready(svc, "http"); len(got) != 0 || e.feeding(svc) {
+		t.Errorf("after stop: Ready %v, feeding %v; want nothing", got, e.feeding(svc))
+	}
+	if len(e.services) != 0 || len(e.sliceOwner) != 0 {
+		t.Errorf("state left after stop: %d services, %d slices", len(e.services), len(e.sliceOwner))
+	}
+}

@@ -5,61 +5,86 @@ import (
 	"fmt"
 
 	"github.com/go-logr/logr"
-	discoveryv1 "k8s.io/api/discovery/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
-	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/selection"
 	"k8s.io/apimachinery/pkg/types"
+	discoveryv1client "k8s.io/client-go/kubernetes/typed/discovery/v1"
 	"k8s.io/client-go/rest"
 	toolscache "k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	elastiv1alpha1 "elasti.dev/elasti/api/v1alpha1"
-	"elasti.dev/elasti/internal/contract"
 )
 
-// Watch starts the resolver's two informers and feeds them into ports and
-// endpoints: ElastiServices (for status.proxyPorts and spec.proxy) and
-// EndpointSlices that belong to a Service and are not Elasti's own proxy
-// slices. Both watches are event-driven and scoped server-side by label; the
-// resolver needs only get/list/watch on these two resources.
+// WatchOptions configure Watch.
+type WatchOptions struct {
+	// Namespaces limits the ElastiServices the resolver follows, and so the
+	// Services it serves, to these namespaces; empty means every
+	// namespace. It must equal the operator's --watch-namespaces: the
+	// operator allocates ports only among the ElastiServices it watches, so
+	// a resolver that saw another install's claims on the same port range
+	// would take them for conflicts.
+	Namespaces []string
+	Log        logr.Logger
+}
+
+// Watch starts the informers that feed ports and endpoints, until ctx ends:
+//   - one on ElastiServices (status.mode, status.proxyPorts, spec.proxy), in
+//     opts.Namespaces or all namespaces, into ports;
+//   - one per Service ports has a port of, on that Service's own
+//     EndpointSlices, into endpoints (sliceWatches, slicewatch.go).
 //
-// The returned synced reports true once both informers have delivered their
-// initial lists to the handlers. The informers run until ctx ends.
-func Watch(ctx context.Context, cfg *rest.Config, ports *PortMap, endpoints *Endpoints, log logr.Logger) (synced func() bool, err error) {
+// Every watch is event-driven and scoped server-side; the resolver needs
+// only get/list/watch on these two resources, in the namespaces it watches.
+//
+// The returned synced reports true once the ElastiService informer has
+// delivered its initial list to ports: the resolver's readiness. A
+// Service's slices are waited for per Service, by the requests that need
+// them (Endpoints).
+func Watch(ctx context.Context, cfg *rest.Config, ports *PortMap, endpoints *Endpoints, opts WatchOptions) (synced func() bool, err error) {
 	scheme := runtime.NewScheme()
-	if err := discoveryv1.AddToScheme(scheme); err != nil {
-		return nil, fmt.Errorf("register discovery/v1: %w", err)
-	}
 	if err := elastiv1alpha1.AddToScheme(scheme); err != nil {
 		return nil, fmt.Errorf("register elasti.dev/v1alpha1: %w", err)
 	}
-	hasService, err := labels.NewRequirement(discoveryv1.LabelServiceName, selection.Exists, nil)
+	// One HTTP client, so that every informer shares its connections to the
+	// API server.
+	httpClient, err := rest.HTTPClientFor(cfg)
 	if err != nil {
-		return nil, fmt.Errorf("build EndpointSlice selector: %w", err)
+		return nil, fmt.Errorf("build API server HTTP client: %w", err)
 	}
-	notElasti, err := labels.NewRequirement(contract.LabelManagedBy, selection.NotEquals, []string{contract.ManagedBy})
-	if err != nil {
-		return nil, fmt.Errorf("build EndpointSlice selector: %w", err)
-	}
-	// A static REST mapping for the two kinds: no discovery round-trips, and
-	// start-up does not fail when the API server is briefly unreachable (the
-	// informers retry on their own and readiness waits for them).
+	// A static REST mapping: no discovery round-trips, and start-up does
+	// not fail when the API server is briefly unreachable (the informers
+	// retry on their own and readiness waits for them).
 	mapper := meta.NewDefaultRESTMapper(nil)
-	mapper.Add(discoveryv1.SchemeGroupVersion.WithKind("EndpointSlice"), meta.RESTScopeNamespace)
 	mapper.Add(elastiv1alpha1.GroupVersion.WithKind("ElastiService"), meta.RESTScopeNamespace)
-	c, err := cache.New(cfg, cache.Options{
+	cacheOpts := cache.Options{
+		HTTPClient:       httpClient,
 		Scheme:           scheme,
 		Mapper:           mapper,
 		DefaultTransform: cache.TransformStripManagedFields(),
-		ByObject: map[client.Object]cache.ByObject{
-			&discoveryv1.EndpointSlice{}: {Label: labels.NewSelector().Add(*hasService, *notElasti)},
-		},
-	})
+	}
+	if len(opts.Namespaces) > 0 {
+		cacheOpts.DefaultNamespaces = map[string]cache.Config{}
+		for _, ns := range opts.Namespaces {
+			cacheOpts.DefaultNamespaces[ns] = cache.Config{}
+		}
+	}
+	c, err := cache.New(cfg, cacheOpts)
 	if err != nil {
 		return nil, fmt.Errorf("build informer cache: %w", err)
+	}
+	// Each Service's watch starts with a request or two, and after a restart
+	// every Service in proxy mode starts at once. A client-side rate limit
+	// (ctrl.GetConfig's is 20 per second) would leave the last of a thousand
+	// Services unforwardable for more than a minute; the requests are small
+	// and label-selected, and the API server's priority and fairness is the
+	// limit that knows its load.
+	slicesCfg := rest.CopyConfig(cfg)
+	slicesCfg.QPS, slicesCfg.RateLimiter = -1, nil
+	slicesClient, err := discoveryv1client.NewForConfigAndClient(slicesCfg, httpClient)
+	if err != nil {
+		return nil, fmt.Errorf("build EndpointSlice client: %w", err)
 	}
 
 	esInformer, err := c.GetInformer(ctx, &elastiv1alpha1.ElastiService{})
@@ -79,40 +104,18 @@ func Watch(ctx context.Context, cfg *rest.Config, ports *PortMap, endpoints *End
 		return nil, fmt.Errorf("ElastiService event handler: %w", err)
 	}
 
-	sliceInformer, err := c.GetInformer(ctx, &discoveryv1.EndpointSlice{})
-	if err != nil {
-		return nil, fmt.Errorf("EndpointSlice informer: %w", err)
-	}
-	sliceReg, err := sliceInformer.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
-		AddFunc:    func(obj any) { updateSlice(endpoints, obj) },
-		UpdateFunc: func(_, obj any) { updateSlice(endpoints, obj) },
-		DeleteFunc: func(obj any) {
-			if key, ok := deletedKey(obj); ok {
-				endpoints.Delete(key.Namespace, key.Name)
-			}
-		},
-	})
-	if err != nil {
-		return nil, fmt.Errorf("EndpointSlice event handler: %w", err)
-	}
-
+	go newSliceWatches(ports, endpoints, informSlices(slicesClient, opts.Log)).run(ctx)
 	go func() {
 		if err := c.Start(ctx); err != nil {
-			log.Error(err, "informers stopped")
+			opts.Log.Error(err, "informers stopped")
 		}
 	}()
-	return func() bool { return esReg.HasSynced() && sliceReg.HasSynced() }, nil
+	return esReg.HasSynced, nil
 }
 
 func setElastiService(ports *PortMap, obj any) {
 	if es, ok := obj.(*elastiv1alpha1.ElastiService); ok {
 		ports.Set(es)
-	}
-}
-
-func updateSlice(endpoints *Endpoints, obj any) {
-	if s, ok := obj.(*discoveryv1.EndpointSlice); ok {
-		endpoints.Update(s)
 	}
 }
 

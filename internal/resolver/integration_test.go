@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"testing"
+	"time"
 
 	"github.com/go-logr/logr"
 	"github.com/prometheus/client_golang/prometheus/testutil"
@@ -135,7 +136,7 @@ func TestIntegrationInformersAndActivation(t *testing.T) {
 		o.Activator = activation.NewClient(activation.ClientOptions{OperatorURL: operatorURL, TokenPath: tokenPath})
 		o.DialContext = loopbackDialer(upstreamAddr(up))
 	})
-	synced, err := Watch(ctx, env.Config, h.ports, h.endpoints, testLogger(t))
+	synced, err := Watch(ctx, env.Config, h.ports, h.endpoints, WatchOptions{Log: testLogger(t)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -230,4 +231,144 @@ func TestIntegrationInformersAndActivation(t *testing.T) {
 		_, ok := h.ports.Lookup(ctx, int32(h.base), 0, nil)
 		return !ok
 	})
+}
+
+// createProxied creates ElastiService ns/name for Service svc and writes its
+// status as the operator would: mode, and one HTTP port on resolverPort.
+func createProxied(ctx context.Context, t *testing.T, ns, name, svc string, mode elastiv1alpha1.Mode, resolverPort int32) *elastiv1alpha1.ElastiService {
+	t.Helper()
+	es := estest.New(ns, name, estest.Service(svc))
+	if err := env.Client.Create(ctx, es); err != nil {
+		t.Fatal(err)
+	}
+	es.Status.ProxyPorts = []elastiv1alpha1.ProxyPort{{Name: "http", Port: 80, Protocol: "TCP", ResolverPort: resolverPort}}
+	es.Status.Mode = mode
+	if err := env.Client.Status().Update(ctx, es); err != nil {
+		t.Fatalf("write the status of %s/%s: %v", ns, name, err)
+	}
+	return es
+}
+
+func createNamespaces(ctx context.Context, t *testing.T, names ...string) {
+	t.Helper()
+	for _, ns := range names {
+		if err := env.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// TestIntegrationNamespaceScope: two installs scoped to different
+// namespaces, whose operators each allocated the same resolver port, each
+// map that port to their own ElastiService. A resolver watching every
+// namespace sees two claims on the port and maps it to neither.
+func TestIntegrationNamespaceScope(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	createNamespaces(ctx, t, "scope-a", "scope-b")
+	const port = 20500
+	createProxied(ctx, t, "scope-a", "web", "websvc", elastiv1alpha1.ModeProxy, port)
+	createProxied(ctx, t, "scope-b", "web", "websvc", elastiv1alpha1.ModeProxy, port)
+
+	watch := func(namespaces ...string) *PortMap {
+		ports := NewPortMap()
+		synced, err := Watch(ctx, env.Config, ports, NewEndpoints(), WatchOptions{Namespaces: namespaces, Log: testLogger(t)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		(&harness{t: t}).eventually("the ElastiService informer has synced", synced)
+		return ports
+	}
+	a, b, all := watch("scope-a"), watch("scope-b"), watch()
+	for ns, ports := range map[string]*PortMap{"scope-a": a, "scope-b": b} {
+		target, ok := ports.Lookup(ctx, port, 0, nil)
+		if want := (types.NamespacedName{Namespace: ns, Name: "web"}); !ok || target.ElastiService != want {
+			t.Errorf("resolver scoped to %s: port %d maps to %v (%v), want %s", ns, port, target.ElastiService, ok, want)
+		}
+	}
+	if target, ok := all.Lookup(ctx, port, 0, nil); ok {
+		t.Errorf("unscoped resolver maps the doubly claimed port %d to %s, want neither", port, target.ElastiService)
+	}
+}
+
+// TestIntegrationSlicesFollowedOnlyWhileMapped: the resolver follows the
+// EndpointSlices of a Service only while one of its ports is mapped. A
+// Service whose ElastiService is in serve mode is not watched at all, and
+// becomes forwardable once the ElastiService goes to proxy mode; back in
+// serve mode, its slices are dropped when the port's linger ends.
+func TestIntegrationSlicesFollowedOnlyWhileMapped(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	const ns = "slices-it"
+	createNamespaces(ctx, t, ns)
+	up := echoUpstream(t)
+	_, upPort, _ := net.SplitHostPort(upstreamAddr(up))
+	podPort, _ := strconv.Atoi(upPort)
+	h := newHarness(t, 2, func(o *Options) {
+		o.DialContext = loopbackDialer(upstreamAddr(up))
+		o.ReleasedPortLinger = time.Second
+	})
+	synced, err := Watch(ctx, env.Config, h.ports, h.endpoints, WatchOptions{Namespaces: []string{ns}, Log: testLogger(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.eventually("the ElastiService informer has synced", synced)
+
+	// Both Services have a ready pod of their own.
+	for _, svc := range []string{"svc-a", "svc-b"} {
+		s := &discoveryv1.EndpointSlice{
+			ObjectMeta: metav1.ObjectMeta{
+				Namespace: ns, Name: svc + "-own",
+				Labels: map[string]string{discoveryv1.LabelServiceName: svc, contract.LabelManagedBy: "endpointslice-controller.k8s.io"},
+			},
+			AddressType: discoveryv1.AddressTypeIPv4,
+			Ports:       []discoveryv1.EndpointPort{{Name: ptr.To("http"), Port: ptr.To(int32(podPort)), Protocol: ptr.To(corev1.ProtocolTCP)}},
+			Endpoints:   []discoveryv1.Endpoint{{Addresses: []string{podIP}, Conditions: discoveryv1.EndpointConditions{Ready: ptr.To(true)}}},
+		}
+		if err := env.Client.Create(ctx, s); err != nil {
+			t.Fatal(err)
+		}
+	}
+	svcA := types.NamespacedName{Namespace: ns, Name: "svc-a"}
+	svcB := types.NamespacedName{Namespace: ns, Name: "svc-b"}
+	// A in serve mode first, then B in proxy mode: once B's slices are in,
+	// the resolver has seen A's ElastiService too (one watch, in order).
+	a := createProxied(ctx, t, ns, "a", "svc-a", elastiv1alpha1.ModeServe, int32(h.base))
+	createProxied(ctx, t, ns, "b", "svc-b", elastiv1alpha1.ModeProxy, int32(h.base+1))
+	h.eventually("B's own slice is followed", func() bool { return len(h.endpoints.Ready(svcB, "http")) == 1 })
+	if h.endpoints.feeding(svcA) || h.endpoints.AnyReady(svcA) {
+		t.Fatalf("A's slices are followed while A is in serve mode")
+	}
+	if r := get(h.client(), ctx, "http://"+h.addr(0)+"/", nil); r.status != http.StatusNotFound {
+		t.Fatalf("A's port in serve mode: status %d err %v, want 404", r.status, r.err)
+	}
+	if r := get(h.client(), ctx, "http://"+h.addr(1)+"/b", nil); r.err != nil || r.status != http.StatusOK || r.body != "GET /b " {
+		t.Fatalf("B's port: status %d body %q err %v", r.status, r.body, r.err)
+	}
+
+	// A goes to proxy mode: its port maps, its slices are followed, and a
+	// request is forwarded to its pod.
+	a.Status.Mode = elastiv1alpha1.ModeProxy
+	if err := env.Client.Status().Update(ctx, a); err != nil {
+		t.Fatal(err)
+	}
+	h.eventually("A's port is mapped", func() bool {
+		_, ok := h.ports.Lookup(ctx, int32(h.base), 0, nil)
+		return ok
+	})
+	if r := get(h.client(), ctx, "http://"+h.addr(0)+"/a", nil); r.err != nil || r.status != http.StatusOK || r.body != "GET /a " {
+		t.Fatalf("A's port in proxy mode: status %d body %q err %v", r.status, r.body, r.err)
+	}
+
+	// Back to serve: after the linger, A's slices are forgotten.
+	a.Status.Mode = elastiv1alpha1.ModeServe
+	if err := env.Client.Status().Update(ctx, a); err != nil {
+		t.Fatal(err)
+	}
+	h.eventually("A's slices are dropped after the linger", func() bool {
+		return !h.endpoints.feeding(svcA) && !h.endpoints.AnyReady(svcA)
+	})
+	if !h.endpoints.AnyReady(svcB) {
+		t.Error("B's slices went with A's")
+	}
 }

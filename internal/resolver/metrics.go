@@ -29,7 +29,8 @@ const (
 
 // Metrics are the resolver's Prometheus metrics. Labels are bounded: the
 // ElastiService's namespace and name, and a reason or result from the
-// constants above; never a URL, a Host header or a client address.
+// constants above; never a URL, a Host header or a client address. The
+// series of an ElastiService are deleted once it is gone (forget).
 type Metrics struct {
 	Held         *prometheus.GaugeVec
 	HoldDuration *prometheus.HistogramVec
@@ -80,6 +81,18 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		reg.MustRegister(m.Held, m.HoldDuration, m.Forwarded, m.Rejected, m.TimedOut, m.Activations, m.Listeners)
 	}
 	return m
+}
+
+// forget deletes every series of an ElastiService that is gone, so that
+// the series do not pile up as ElastiServices come and go. The PortMap calls
+// it once the ElastiService is deleted and none of its ports lingers.
+func (m *Metrics) forget(es types.NamespacedName) {
+	labels := prometheus.Labels{"namespace": es.Namespace, "elastiservice": es.Name}
+	for _, vec := range []interface{ DeletePartialMatch(prometheus.Labels) int }{
+		m.Held, m.HoldDuration, m.Forwarded, m.Rejected, m.TimedOut, m.Activations,
+	} {
+		vec.DeletePartialMatch(labels)
+	}
 }
 
 func (m *Metrics) reject(es types.NamespacedName, reason string) {

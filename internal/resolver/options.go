@@ -15,7 +15,7 @@ import (
 )
 
 // Options configure a Resolver. Zero values take the defaults below, except
-// Activator (nil: no activation calls), Synced (nil: caches count as synced)
+// Activator (nil: no activation calls), Synced (nil: the cache counts as synced)
 // and Log (nil sink: discard).
 type Options struct {
 	// ListenAddress is the IP the resolver ports bind to; empty means all.
@@ -70,12 +70,13 @@ type Options struct {
 	// flight at a time. The first report is never delayed by it.
 	TrafficReportInterval time.Duration
 	// ReleasedPortLinger is how long a resolver port keeps serving its
-	// Target after the last ElastiService claiming it let go (see PortMap):
+	// Target after the last ElastiService claiming it let go, by going back
+	// to serve mode, being deleted or dropping the port (see PortMap):
 	// routing takes a moment to follow the proxy slice's removal.
 	ReleasedPortLinger time.Duration
 
-	// Synced reports whether the ElastiService and EndpointSlice caches
-	// have synced; the resolver is not ready before.
+	// Synced reports whether the ElastiService cache has synced (the one
+	// Watch returns); the resolver is not ready before.
 	Synced func() bool
 
 	Clock   clock.Clock

@@ -17,18 +17,30 @@ import (
 // ElastiService's status.proxyPorts. It is fed by the ElastiService informer
 // (or directly by tests) and read on every accepted connection.
 //
+// An ElastiService claims its ports only while its status.mode is proxy. In
+// serve mode nothing routes the Service's traffic to the resolvers, and a
+// port mapped all the same would let any pod reach the backend through
+// resolverIP:port, around whatever NetworkPolicies guard the backend. The
+// operator writes status.mode=proxy and status.proxyPorts before it creates
+// a proxy EndpointSlice, and a connection on a port not mapped yet waits
+// briefly for its mapping (Lookup), so the order in which the informer and
+// kube-proxy learn of the switch refuses nobody.
+//
 // A port claimed by two ElastiServices at once (a transient that informer
 // ordering can show while the operator moves a port) is treated as unmapped
 // until only one claim remains: sending traffic to the wrong Service would be
 // worse than a short wait.
 //
-// A port whose last claim goes (its ElastiService deleted, or the port
-// dropped from its status) keeps its Target for a linger period: kube-proxy
-// and ingresses send new connections to the resolvers for a moment after the
-// proxy slice is gone, and those connections are served as before instead of
-// getting a 404. The operator keeps a freed port out of use for longer than
-// that (its port quarantine), so a lingering Target is never another
-// Service's port.
+// A port whose last claim goes (its ElastiService back in serve mode or
+// deleted, or the port dropped from its status) keeps its Target for a
+// linger period: kube-proxy and ingresses send new connections to the
+// resolvers for a moment after the proxy slice is gone, and those
+// connections are served as before instead of getting a 404. When the linger
+// ends the port is unmapped, and whoever waits on the PortMap is told. The
+// operator keeps a freed port out of use for longer than that (its port
+// quarantine), so a lingering Target is never another Service's port.
+// Connections already accepted keep their Target whatever the mapping does
+// later.
 type PortMap struct {
 	mu      sync.RWMutex
 	claims  map[int32][]Target
@@ -37,9 +49,19 @@ type PortMap struct {
 	// their linger ends.
 	released map[int32]releasedTarget
 	linger   time.Duration
-	clock    clock.PassiveClock
+	clock    clock.Clock
+	// expiryAt is when the earliest linger ends; a goroutine waits for it
+	// until expiryStop is closed, so that the end of a linger is an event
+	// like any other change.
+	expiryAt   time.Time
+	expiryStop chan struct{}
+	// deleted holds the ElastiServices deleted while some of their ports
+	// still linger; forget is called for each once none does.
+	deleted map[types.NamespacedName]bool
+	forget  func(types.NamespacedName)
 	// changed is closed and replaced on every update so that connections
-	// waiting for a mapping wake without polling.
+	// waiting for a mapping, and the EndpointSlice watches, wake without
+	// polling.
 	changed chan struct{}
 }
 
@@ -49,6 +71,7 @@ func NewPortMap() *PortMap {
 		claims:   map[int32][]Target{},
 		byOwner:  map[types.NamespacedName][]int32{},
 		released: map[int32]releasedTarget{},
+		deleted:  map[types.NamespacedName]bool{},
 		clock:    clock.RealClock{},
 		changed:  make(chan struct{}),
 	}
@@ -61,16 +84,32 @@ type releasedTarget struct {
 
 // SetLinger sets how long a port keeps serving its Target after its last
 // claim went (zero: not at all), on clk.
-func (m *PortMap) SetLinger(d time.Duration, clk clock.PassiveClock) {
+func (m *PortMap) SetLinger(d time.Duration, clk clock.Clock) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	m.stopExpiryLocked()
 	m.linger, m.clock = d, clk
+	m.scheduleLocked()
+}
+
+// setForget makes the PortMap call f with an ElastiService's key once the
+// ElastiService is deleted and none of its ports lingers any more: from then
+// on no new connection can be counted for it. f runs without the PortMap's
+// lock held.
+func (m *PortMap) setForget(f func(types.NamespacedName)) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.forget = f
 }
 
 // TargetsOf derives the Targets an ElastiService claims, keyed by resolver
-// port: the allocated ones of the ports the resolver carries
-// (contract.ResolverCarries).
+// port: none unless its status.mode is proxy, else the allocated ones of
+// the ports the resolver carries (contract.ResolverCarries).
 func TargetsOf(es *elastiv1alpha1.ElastiService) map[int32]Target {
+	out := map[int32]Target{}
+	if es.Status.Mode != elastiv1alpha1.ModeProxy {
+		return out
+	}
 	key := types.NamespacedName{Namespace: es.Namespace, Name: es.Name}
 	var hold time.Duration
 	var maxHeld int
@@ -80,7 +119,6 @@ func TargetsOf(es *elastiv1alpha1.ElastiService) map[int32]Target {
 		}
 		maxHeld = int(p.MaxHeldRequests)
 	}
-	out := map[int32]Target{}
 	for _, pp := range es.Status.ProxyPorts {
 		if pp.ResolverPort <= 0 || !contract.ResolverCarries(corev1.Protocol(pp.Protocol)) {
 			continue
@@ -98,13 +136,16 @@ func TargetsOf(es *elastiv1alpha1.ElastiService) map[int32]Target {
 	return out
 }
 
-// Set records the ports an ElastiService claims, replacing its earlier claims.
+// Set records the ports an ElastiService claims, replacing its earlier
+// claims; the ports it no longer claims start to linger.
 func (m *PortMap) Set(es *elastiv1alpha1.ElastiService) {
 	key := types.NamespacedName{Namespace: es.Namespace, Name: es.Name}
 	targets := TargetsOf(es)
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.removeLocked(key)
+	// Back under the same name: whatever it is, it is live again.
+	delete(m.deleted, key)
 	ports := make([]int32, 0, len(targets))
 	for port, t := range targets {
 		m.claims[port] = append(m.claims[port], t)
@@ -114,24 +155,29 @@ func (m *PortMap) Set(es *elastiv1alpha1.ElastiService) {
 	if len(ports) > 0 {
 		m.byOwner[key] = ports
 	}
+	m.scheduleLocked()
 	m.notifyLocked()
 }
 
-// Delete forgets an ElastiService's claims.
+// Delete forgets an ElastiService's claims; its ports linger.
 func (m *PortMap) Delete(key types.NamespacedName) {
 	m.mu.Lock()
-	defer m.mu.Unlock()
 	m.removeLocked(key)
+	m.deleted[key] = true
+	gone, forget := m.forgottenLocked()
+	m.scheduleLocked()
 	m.notifyLocked()
+	m.mu.Unlock()
+	for _, k := range gone {
+		forget(k)
+	}
 }
 
+// removeLocked drops key's claims; a port left without any claim lingers.
+// Lingers that have ended are pruned on the way.
 func (m *PortMap) removeLocked(key types.NamespacedName) {
 	now := m.clock.Now()
-	for port, r := range m.released {
-		if !now.Before(r.until) {
-			delete(m.released, port)
-		}
-	}
+	m.pruneLocked(now)
 	for _, port := range m.byOwner[key] {
 		kept := m.claims[port][:0]
 		var gone Target
@@ -154,6 +200,94 @@ func (m *PortMap) removeLocked(key types.NamespacedName) {
 	delete(m.byOwner, key)
 }
 
+// pruneLocked unmaps the ports whose linger has ended by now.
+func (m *PortMap) pruneLocked(now time.Time) {
+	for port, r := range m.released {
+		if !now.Before(r.until) {
+			delete(m.released, port)
+		}
+	}
+}
+
+// forgottenLocked takes the deleted ElastiServices none of whose ports
+// lingers any more out of m.deleted, and returns them with the function to
+// call for each (a no-op when none is set).
+func (m *PortMap) forgottenLocked() ([]types.NamespacedName, func(types.NamespacedName)) {
+	var out []types.NamespacedName
+	for key := range m.deleted {
+		lingering := false
+		for _, r := range m.released {
+			if r.ElastiService == key {
+				lingering = true
+				break
+			}
+		}
+		if !lingering {
+			delete(m.deleted, key)
+			out = append(out, key)
+		}
+	}
+	forget := m.forget
+	if forget == nil {
+		forget = func(types.NamespacedName) {}
+	}
+	return out, forget
+}
+
+// scheduleLocked keeps the expiry timer set for the earliest linger's end,
+// or stopped when nothing lingers.
+func (m *PortMap) scheduleLocked() {
+	var next time.Time
+	for _, r := range m.released {
+		if next.IsZero() || r.until.Before(next) {
+			next = r.until
+		}
+	}
+	if next.Equal(m.expiryAt) {
+		return
+	}
+	m.stopExpiryLocked()
+	if next.IsZero() {
+		return
+	}
+	timer := m.clock.NewTimer(next.Sub(m.clock.Now()))
+	stop := make(chan struct{})
+	m.expiryAt, m.expiryStop = next, stop
+	go func() {
+		select {
+		case <-timer.C():
+			m.expire(stop)
+		case <-stop:
+			timer.Stop()
+		}
+	}()
+}
+
+func (m *PortMap) stopExpiryLocked() {
+	if m.expiryStop != nil {
+		close(m.expiryStop)
+	}
+	m.expiryAt, m.expiryStop = time.Time{}, nil
+}
+
+// expire unmaps the ports whose linger has ended, forgets the deleted
+// ElastiServices that no longer linger, and tells the waiters. stop
+// identifies the timer that fired.
+func (m *PortMap) expire(stop chan struct{}) {
+	m.mu.Lock()
+	if m.expiryStop == stop {
+		m.expiryAt, m.expiryStop = time.Time{}, nil
+	}
+	m.pruneLocked(m.clock.Now())
+	gone, forget := m.forgottenLocked()
+	m.scheduleLocked()
+	m.notifyLocked()
+	m.mu.Unlock()
+	for _, k := range gone {
+		forget(k)
+	}
+}
+
 func (m *PortMap) notifyLocked() {
 	close(m.changed)
 	m.changed = make(chan struct{})
@@ -169,10 +303,32 @@ func (m *PortMap) get(port int32) (Target, bool, <-chan struct{}) {
 	if len(c) == 1 {
 		return c[0], true, m.changed
 	}
+	// The expiry timer may lag a little; the clock has the last word.
 	if r, ok := m.released[port]; ok && len(c) == 0 && m.clock.Now().Before(r.until) {
 		return r.Target, true, m.changed
 	}
 	return Target{}, false, m.changed
+}
+
+// services returns the Services that have a port claimed or lingering (the
+// ones whose EndpointSlices the resolver must follow), and the channel
+// closed at the next update.
+func (m *PortMap) services() (map[types.NamespacedName]struct{}, <-chan struct{}) {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	out := map[types.NamespacedName]struct{}{}
+	for _, ts := range m.claims {
+		for _, t := range ts {
+			out[t.Service] = struct{}{}
+		}
+	}
+	now := m.clock.Now()
+	for _, r := range m.released {
+		if now.Before(r.until) {
+			out[r.Service] = struct{}{}
+		}
+	}
+	return out, m.changed
 }
 
 // Lookup returns the port's Target, waiting up to wait for a mapping that has

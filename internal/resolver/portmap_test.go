@@ -14,11 +14,18 @@ import (
 	"elasti.dev/elasti/internal/testenv/estest"
 )
 
-// elastiService is the fixture ElastiService for Service svc with proxy
-// settings and status.proxyPorts: all the resolver reads.
+// elastiService is the fixture ElastiService for Service svc in proxy mode,
+// with proxy settings and status.proxyPorts: all the resolver reads.
 func elastiService(ns, name, svc string, proxy *elastiv1alpha1.ProxySpec, ports ...elastiv1alpha1.ProxyPort) *elastiv1alpha1.ElastiService {
 	es := estest.New(ns, name, estest.Service(svc), estest.ProxyPorts(ports...))
 	es.Spec.Proxy = proxy
+	es.Status.Mode = elastiv1alpha1.ModeProxy
+	return es
+}
+
+// inMode returns es with status.mode set to mode.
+func inMode(es *elastiv1alpha1.ElastiService, mode elastiv1alpha1.Mode) *elastiv1alpha1.ElastiService {
+	es.Status.Mode = mode
 	return es
 }
 
@@ -59,6 +66,18 @@ func TestTargetsOf(t *testing.T) {
 			in: elastiService("demo", "web", "websvc", nil,
 				elastiv1alpha1.ProxyPort{Name: "dns", Port: 53, Protocol: "UDP", ResolverPort: 20005},
 				elastiv1alpha1.ProxyPort{Name: "later", Port: 81}),
+			want: map[int32]Target{},
+		},
+		{
+			name: "serve mode claims nothing",
+			in: inMode(elastiService("demo", "web", "websvc", nil,
+				elastiv1alpha1.ProxyPort{Name: "http", Port: 80, ResolverPort: 20006}), elastiv1alpha1.ModeServe),
+			want: map[int32]Target{},
+		},
+		{
+			name: "no mode yet claims nothing",
+			in: inMode(elastiService("demo", "web", "websvc", nil,
+				elastiv1alpha1.ProxyPort{Name: "http", Port: 80, ResolverPort: 20007}), ""),
 			want: map[int32]Target{},
 		},
 	}
@@ -111,6 +130,22 @@ func TestPortMapUpdates(t *testing.T) {
 				m.Set(elastiService("ns", "b", "sb", nil, pp(5)))
 			},
 			want: map[int32]types.NamespacedName{1: a},
+		},
+		{
+			name: "a serve-mode ElastiService claims nothing, so it is no conflict",
+			events: func(m *PortMap) {
+				m.Set(elastiService("ns", "a", "sa", nil, pp(5)))
+				m.Set(inMode(elastiService("ns", "b", "sb", nil, pp(5), pp(6)), elastiv1alpha1.ModeServe))
+			},
+			want: map[int32]types.NamespacedName{5: a},
+		},
+		{
+			name: "going to serve mode unmaps (no linger here)",
+			events: func(m *PortMap) {
+				m.Set(elastiService("ns", "a", "sa", nil, pp(1)))
+				m.Set(inMode(elastiService("ns", "a", "sa", nil, pp(1)), elastiv1alpha1.ModeServe))
+			},
+			want: map[int32]types.NamespacedName{},
 		},
 		{
 			name: "the remaining claim wins once the other moves",
@@ -200,7 +235,7 @@ func BenchmarkPortMapLookup(b *testing.B) {
 // has not caught up are served; then it is unmapped. A new claim on the port
 // replaces the lingering Target at once.
 func TestReleasedPortLingers(t *testing.T) {
-	clk := clocktesting.NewFakePassiveClock(time.Unix(1000, 0))
+	clk := clocktesting.NewFakeClock(time.Unix(1000, 0))
 	m := NewPortMap()
 	m.SetLinger(30*time.Second, clk)
 	a := lingerES("a", "svc-a", 20001)
@@ -242,8 +277,97 @@ func TestReleasedPortLingers(t *testing.T) {
 func lingerES(name, svc string, ports ...int32) *elastiv1alpha1.ElastiService {
 	es := &elastiv1alpha1.ElastiService{}
 	es.Namespace, es.Name, es.Spec.Service = "ns", name, svc
+	es.Status.Mode = elastiv1alpha1.ModeProxy
 	for _, p := range ports {
 		es.Status.ProxyPorts = append(es.Status.ProxyPorts, elastiv1alpha1.ProxyPort{Name: "http", Port: 80, Protocol: "TCP", ResolverPort: p})
 	}
 	return es
+}
+
+// TestLingerEndIsAnEvent: the end of a linger closes the PortMap's change
+// channel, so whoever follows the mapped Services (the EndpointSlice
+// watches) learns of it without a timer of its own.
+func TestLingerEndIsAnEvent(t *testing.T) {
+	clk := clocktesting.NewFakeClock(time.Unix(1000, 0))
+	m := NewPortMap()
+	m.SetLinger(30*time.Second, clk)
+	m.Set(lingerES("a", "svc-a", 20001))
+	m.Set(inMode(lingerES("a", "svc-a", 20001), elastiv1alpha1.ModeServe))
+	svcs, changed := m.services()
+	if diff := cmp.Diff(map[types.NamespacedName]struct{}{{Namespace: "ns", Name: "svc-a"}: {}}, svcs); diff != "" {
+		t.Fatalf("services while lingering (-want +got):\n%s", diff)
+	}
+	clk.Step(30 * time.Second)
+	select {
+	case <-changed:
+	case <-time.After(waitTimeout):
+		t.Fatal("the end of the linger was not announced")
+	}
+	if svcs, _ := m.services(); len(svcs) != 0 {
+		t.Errorf("services after the linger = %v, want none", svcs)
+	}
+}
+
+// TestPortMapForgetsDeletedElastiServices: the forget hook (the metric
+// series' deletion) runs for a deleted ElastiService once none of its ports
+// lingers, at once when none did, and never for one that is only back in
+// serve mode or was created again under the same name.
+func TestPortMapForgetsDeletedElastiServices(t *testing.T) {
+	clk := clocktesting.NewFakeClock(time.Unix(1000, 0))
+	m := NewPortMap()
+	m.SetLinger(30*time.Second, clk)
+	forgotten := make(chan types.NamespacedName, 10)
+	m.setForget(func(k types.NamespacedName) { forgotten <- k })
+	none := func(when string) {
+		t.Helper()
+		select {
+		case k := <-forgotten:
+			t.Fatalf("%s: %s forgotten", when, k)
+		default:
+		}
+	}
+	next := func(want string) {
+		t.Helper()
+		select {
+		case k := <-forgotten:
+			if k != (types.NamespacedName{Namespace: "ns", Name: want}) {
+				t.Fatalf("forgot %s, want ns/%s", k, want)
+			}
+		case <-time.After(waitTimeout):
+			t.Fatalf("ns/%s never forgotten", want)
+		}
+	}
+
+	// Deleted in proxy mode: its port lingers, then it is forgotten.
+	m.Set(lingerES("a", "svc-a", 20001))
+	m.Delete(types.NamespacedName{Namespace: "ns", Name: "a"})
+	none("while the port lingers")
+	clk.Step(30 * time.Second)
+	next("a")
+
+	// Deleted in serve mode, nothing lingering: forgotten at once.
+	m.Set(inMode(lingerES("b", "svc-b", 20002), elastiv1alpha1.ModeServe))
+	m.Delete(types.NamespacedName{Namespace: "ns", Name: "b"})
+	next("b")
+
+	// Back in serve mode only, or deleted and created again: kept.
+	m.Set(lingerES("c", "svc-c", 20003))
+	m.Set(inMode(lingerES("c", "svc-c", 20003), elastiv1alpha1.ModeServe))
+	m.Set(lingerES("d", "svc-d", 20004))
+	m.Delete(types.NamespacedName{Namespace: "ns", Name: "d"})
+	m.Set(lingerES("d", "svc-d", 20004))
+	_, changed := m.services()
+	clk.Step(30 * time.Second)
+	select {
+	case <-changed: // c's linger ended
+	case <-time.After(waitTimeout):
+		t.Fatal("c's linger end was not announced")
+	}
+	m.mu.RLock()
+	deleted := len(m.deleted)
+	m.mu.RUnlock()
+	if deleted != 0 {
+		t.Errorf("%d ElastiServices still awaiting forget, want 0", deleted)
+	}
+	none("after serve mode and re-creation")
 }

@@ -55,6 +55,7 @@ func New(ports *PortMap, endpoints *Endpoints, opts Options) (*Resolver, error) 
 		return nil, fmt.Errorf("resolver options: %w", err)
 	}
 	ports.SetLinger(opts.ReleasedPortLinger, opts.Clock)
+	ports.setForget(opts.Metrics.forget)
 	r := &Resolver{
 		opts:      opts,
 		ports:     ports,
@@ -120,7 +121,9 @@ func (r *Resolver) Start() error {
 }
 
 // Ready says why the resolver must not get traffic yet, or nil: every port
-// is open, the caches have synced, and it is not draining.
+// is open, the ElastiService cache has synced, and it is not draining. The
+// EndpointSlices of each Service are waited for by that Service's requests
+// alone (Endpoints), so one slow watch never makes the whole replica unready.
 func (r *Resolver) Ready() error {
 	switch {
 	case !r.started.Load():
@@ -130,7 +133,7 @@ func (r *Resolver) Ready() error {
 	case r.listeners.openCount() != len(r.listeners.listeners):
 		return fmt.Errorf("%d of %d ports listening", r.listeners.openCount(), len(r.listeners.listeners))
 	case !r.opts.Synced():
-		return errors.New("ElastiService and EndpointSlice caches not synced")
+		return errors.New("ElastiService cache not synced")
 	}
 	return nil
 }

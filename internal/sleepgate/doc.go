@@ -7,4 +7,7 @@
 // Verdict and `kubectl elasti status` only words it, so the explanation a
 // user reads is the decision the operator took. It sits in a package of its
 // own because both import it and the plugin must not import the operator.
+// The admission webhook (internal/admission) imports it too: ParseSchedule
+// refuses exactly the schedules the enabledPeriod gate would hold as
+// invalid.
 package sleepgate

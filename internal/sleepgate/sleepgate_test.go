@@ -94,3 +94,40 @@ func TestEvaluate(t *testing.T) {
 		})
 	}
 }
+
+// TestParseSchedule: ParseSchedule refuses exactly what the enabledPeriod gate
+// holds as invalid, and returns the parser's words without the gate's wrapping.
+func TestParseSchedule(t *testing.T) {
+	for _, tc := range []struct {
+		schedule string
+		wantErr  string
+	}{
+		{"0 9 * * 1-5", ""},
+		{"@daily", ""},
+		{"*/15 8-18 * * MON-FRI", ""},
+		{"61 * * * *", "end of range (61) above maximum (59): 61"},
+		{"5-1 * * * *", "beginning of range (5) beyond end of range (1): 5-1"},
+		{"0 9 * *", "expected exactly 5 fields, found 4: [0 9 * *]"},
+		{"@fortnightly", "unrecognized descriptor: @fortnightly"},
+		// Seconds are not a field here: six fields are refused.
+		{"0 0 9 * * 1-5", "expected exactly 5 fields, found 6: [0 0 9 * * 1-5]"},
+	} {
+		t.Run(tc.schedule, func(t *testing.T) {
+			err := ParseSchedule(tc.schedule)
+			got := ""
+			if err != nil {
+				got = err.Error()
+			}
+			if got != tc.wantErr {
+				t.Errorf("ParseSchedule(%q) = %q, want %q", tc.schedule, got, tc.wantErr)
+			}
+			gate := Evaluate(&elastiv1alpha1.ElastiService{Spec: elastiv1alpha1.ElastiServiceSpec{
+				Triggers:      []elastiv1alpha1.ScaleTrigger{{Type: elastiv1alpha1.TriggerTypePrometheus}},
+				EnabledPeriod: &elastiv1alpha1.EnabledPeriod{Schedule: tc.schedule, Duration: "1h"},
+			}}, time.Date(2030, 1, 7, 0, 0, 0, 0, time.UTC))
+			if invalid := gate.Reason == ReasonInvalidEnabledPeriod; invalid != (tc.wantErr != "") {
+				t.Errorf("the gate says %s (%s) for %q, ParseSchedule says %q", gate.Reason, gate.Message, tc.schedule, got)
+			}
+		})
+	}
+}

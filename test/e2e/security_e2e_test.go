@@ -21,6 +21,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	elastiv1alpha1 "elasti.dev/elasti/api/v1alpha1"
+	"elasti.dev/elasti/internal/activation"
 	"elasti.dev/elasti/internal/contract"
 )
 
@@ -62,18 +63,25 @@ func TestActivationRefused(t *testing.T) {
 	e.WaitAsleep(t, ns, "demoapp", 2*time.Minute)
 
 	ctx := context.Background()
-	// A valid token, minted by the TokenRequest API, of another
-	// ServiceAccount: the namespace's default one.
-	var token string
-	Eventually(t, time.Minute, 250*time.Millisecond, func(ctx context.Context) error {
-		tr, err := e.Clientset.CoreV1().ServiceAccounts(ns).CreateToken(ctx, "default", &authenticationv1.TokenRequest{
-			Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: ptr.To[int64](600)},
-		}, metav1.CreateOptions{})
-		if err == nil {
-			token = tr.Status.Token
-		}
-		return err
-	})
+	// Valid tokens minted by the TokenRequest API: one of another
+	// ServiceAccount (the namespace's default one) for Elasti's activation
+	// audience, and one of the resolver's own ServiceAccount for the API
+	// server's audience, which is what its API token is: neither may wake.
+	mint := func(ns, sa string, audiences ...string) string {
+		var token string
+		Eventually(t, time.Minute, 250*time.Millisecond, func(ctx context.Context) error {
+			tr, err := e.Clientset.CoreV1().ServiceAccounts(ns).CreateToken(ctx, sa, &authenticationv1.TokenRequest{
+				Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: ptr.To[int64](600), Audiences: audiences},
+			}, metav1.CreateOptions{})
+			if err == nil {
+				token = tr.Status.Token
+			}
+			return err
+		})
+		return token
+	}
+	otherSA := mint(ns, "default", activation.Audience)
+	resolverAPIToken := mint(ElastiNamespace, "elasti-resolver") // the install's resolver ServiceAccount
 
 	cases := []struct {
 		name, token string
@@ -81,7 +89,8 @@ func TestActivationRefused(t *testing.T) {
 	}{
 		{"no token", "", http.StatusUnauthorized},
 		{"not a token", "not-a-token", http.StatusUnauthorized},
-		{"another ServiceAccount's token", token, http.StatusForbidden},
+		{"another ServiceAccount's token", otherSA, http.StatusForbidden},
+		{"the resolver's API-audience token", resolverAPIToken, http.StatusUnauthorized},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -239,6 +248,33 @@ func TestResolverPortIsolation(t *testing.T) {
 			t.Errorf("unmapped port %d: %s %q, want 404", unmapped, resp.Status, body)
 		}
 		t.Logf("unmapped port %d: %s %q", unmapped, resp.Status, strings.TrimSpace(string(body)))
+	})
+
+	// Once A is warm and served directly, its resolver port is no way
+	// around the Service: after the released-port linger (30s, while
+	// routing converges) the resolver no longer maps it. Before, a warm
+	// backend stayed reachable through resolverIP:port from any pod,
+	// whatever NetworkPolicies protected it.
+	t.Run("A's port once A is warm", func(t *testing.T) {
+		e.WaitAwake(t, ns, "app-a", 2*time.Minute)
+		warmSince := time.Now()
+		Eventually(t, 2*time.Minute, time.Second, func(ctx context.Context) error {
+			req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+net.JoinHostPort(resolverIP, fmt.Sprint(portA))+"/", nil)
+			if err != nil {
+				return err
+			}
+			resp, err := e.HTTPClient().Do(req)
+			if err != nil {
+				return err
+			}
+			body, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusNotFound {
+				return fmt.Errorf("A's resolver port %d while A is warm: %s %q, want 404", portA, resp.Status, body)
+			}
+			return nil
+		})
+		t.Logf("A's resolver port unmapped %s after A was served directly", time.Since(warmSince).Round(time.Second))
 	})
 
 	// B never woke.

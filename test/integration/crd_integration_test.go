@@ -4,6 +4,10 @@ package integration
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -12,6 +16,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
@@ -93,9 +98,12 @@ func TestValidElastiServiceIsAcceptedAndDefaulted(t *testing.T) {
 // A threshold written as a YAML number must be accepted just like a string.
 func TestNumericThresholdIsAccepted(t *testing.T) {
 	ctx := context.Background()
-	for name, value := range map[string]any{"float": 0.1, "int": int64(2), "string": "1e-3"} {
+	for name, value := range map[string]any{"float": 0.1, "int": int64(2), "string": "1e-3",
+		// Just inside the range admission allows, and numbers that round to 0.
+		"large": "9.9e307", "large-negative": "-9.9e307", "fraction-exponent": "0.001e310", "float-large": 9.9e307,
+		"underflow": "1e-400", "zero-huge-exponent": "0e99999999999999999999"} {
 		obj := decode(t, validManifest)
-		obj.SetName("threshold-" + name)
+		obj.SetName("threshold-" + strings.ReplaceAll(name, "-", ""))
 		triggers, _, _ := unstructured.NestedSlice(obj.Object, "spec", "triggers")
 		trig := triggers[0].(map[string]any)
 		trig["metadata"].(map[string]any)["threshold"] = value
@@ -143,7 +151,7 @@ func TestInvalidElastiServicesAreRejected(t *testing.T) {
 		{
 			name:      "malformed apiVersion",
 			edit:      func(o map[string]any) { set(o, "Apps/V1", "spec", "scaleTargetRef", "apiVersion") },
-			wantField: "spec.scaleTargetRef.apiVersion", wantText: "apiVersion must look like",
+			wantField: "spec.scaleTargetRef.apiVersion", wantText: `spec.scaleTargetRef.apiVersion must be a version or a group/version: an optional lower-case DNS group and a slash, then v1, v1alpha1 or v1beta1 style, such as apps/v1 or argoproj.io/v1alpha1; got "Apps/V1"`,
 		},
 		{
 			name: "core v1 Pod",
@@ -189,12 +197,12 @@ func TestInvalidElastiServicesAreRejected(t *testing.T) {
 		{
 			name:      "non-numeric threshold",
 			edit:      func(o map[string]any) { setThreshold(o, "low") },
-			wantField: "spec.triggers[].metadata.threshold", wantText: `got "low"`,
+			wantField: "spec.triggers[0].metadata.threshold", wantText: `got "low", which is not a number; a prometheus trigger needs a threshold that is a number (threshold: 0.1) or a numeric string (threshold: "0.1")`,
 		},
 		{
 			name:      "missing threshold",
 			edit:      func(o map[string]any) { setThreshold(o, nil) },
-			wantField: "spec.triggers[].metadata.threshold", wantText: "no threshold",
+			wantField: "spec.triggers[0].metadata.threshold", wantText: "spec.triggers[0].metadata.threshold: missing; a prometheus trigger needs a threshold",
 		},
 		{
 			name:      "unknown trigger type",
@@ -204,7 +212,7 @@ func TestInvalidElastiServicesAreRejected(t *testing.T) {
 		{
 			name:      "prometheus trigger without query",
 			edit:      func(o map[string]any) { delete(trigger(o)["metadata"].(map[string]any), "query") },
-			wantField: "spec.triggers[0]", wantText: "needs metadata.query",
+			wantField: "spec.triggers[0].metadata.query", wantText: "metadata.query is required for a prometheus trigger: a PromQL expression that returns one sample, such as sum(rate(http_requests_total[1m])) or vector(0)",
 		},
 		{
 			name:      "serverAddress not a URL",
@@ -232,6 +240,41 @@ func TestInvalidElastiServicesAreRejected(t *testing.T) {
 			wantField: "spec.autoscaler.type", wantText: `supported values: "hpa", "keda"`,
 		},
 		{
+			name:      "holdTimeout zero",
+			edit:      func(o map[string]any) { set(o, "0s", "spec", "proxy", "holdTimeout") },
+			wantField: "spec.proxy.holdTimeout", wantText: `spec.proxy.holdTimeout must be positive, such as 30s or 5m; got "0s", which is not above zero`,
+		},
+		{
+			name:      "holdTimeout negative",
+			edit:      func(o map[string]any) { set(o, "-5m", "spec", "proxy", "holdTimeout") },
+			wantField: "spec.proxy.holdTimeout", wantText: `spec.proxy.holdTimeout must be positive, such as 30s or 5m; got "-5m", which is not above zero`,
+		},
+		{
+			name:      "holdTimeout without a unit",
+			edit:      func(o map[string]any) { set(o, "300", "spec", "proxy", "holdTimeout") },
+			wantField: "spec.proxy.holdTimeout", wantText: `spec.proxy.holdTimeout must be a Go duration, numbers each followed by a unit (ns, us, ms, s, m, h), such as 30s, 5m or 1h30m; got "300"`,
+		},
+		{
+			name:      "enabledPeriod duration zero",
+			edit:      func(o map[string]any) { set(o, "0s", "spec", "enabledPeriod", "duration") },
+			wantField: "spec.enabledPeriod.duration", wantText: `spec.enabledPeriod.duration must be positive, such as 8h, 90m or 1h30m; got "0s", which is not above zero`,
+		},
+		{
+			name:      "enabledPeriod duration bare zero",
+			edit:      func(o map[string]any) { set(o, "0", "spec", "enabledPeriod", "duration") },
+			wantField: "spec.enabledPeriod.duration", wantText: `must be positive`,
+		},
+		{
+			name:      "threshold out of range",
+			edit:      func(o map[string]any) { setThreshold(o, "1e309") },
+			wantField: "spec.triggers[0].metadata.threshold", wantText: `spec.triggers[0].metadata.threshold: got "1e309", which is out of range; write a number between -1e308 and 1e308, such as 0.1`,
+		},
+		{
+			name:      "kind not a kind",
+			edit:      func(o map[string]any) { set(o, "deployment", "spec", "scaleTargetRef", "kind") },
+			wantField: "spec.scaleTargetRef.kind", wantText: `spec.scaleTargetRef.kind must be a Kubernetes kind: a capital letter followed by letters and digits, such as Deployment; got "deployment"`,
+		},
+		{
 			name:      "maxHeldRequests 0",
 			edit:      func(o map[string]any) { set(o, int64(0), "spec", "proxy", "maxHeldRequests") },
 			wantField: "spec.proxy.maxHeldRequests", wantText: "greater than or equal to 1",
@@ -240,7 +283,7 @@ func TestInvalidElastiServicesAreRejected(t *testing.T) {
 	for i, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			obj := decode(t, validManifest)
-			obj.SetName("invalid-" + string(rune('a'+i)))
+			obj.SetName(fmt.Sprintf("invalid-%d", i))
 			tc.edit(obj.Object)
 			err := k8s.Create(ctx, obj)
 			if err == nil {
@@ -311,4 +354,122 @@ func setThreshold(o map[string]any, v any) {
 		return
 	}
 	md["threshold"] = v
+}
+
+// A malformed apiVersion gets the apiVersion format message alone: the rules
+// about scalable kinds, which read apiVersion, stand aside. The same for a
+// malformed kind.
+func TestMalformedReferenceGetsOneError(t *testing.T) {
+	ctx := context.Background()
+	for _, tc := range []struct {
+		name, field, apiVersion, kind, want string
+	}{
+		{"apiversion", "spec.scaleTargetRef.apiVersion", "apps/v1/x", "Deployment",
+			`spec.scaleTargetRef.apiVersion must be a version or a group/version: an optional lower-case DNS group and a slash, then v1, v1alpha1 or v1beta1 style, such as apps/v1 or argoproj.io/v1alpha1; got "apps/v1/x"`},
+		{"kind", "spec.scaleTargetRef.kind", "apps/v1", "deploy-ment",
+			`spec.scaleTargetRef.kind must be a Kubernetes kind: a capital letter followed by letters and digits, such as Deployment; got "deploy-ment"`},
+		{"core-kind", "spec.scaleTargetRef.kind", "v1", "pod",
+			`spec.scaleTargetRef.kind must be a Kubernetes kind: a capital letter followed by letters and digits, such as Deployment; got "pod"`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			obj := decode(t, validManifest)
+			obj.SetName("malformed-" + tc.name)
+			set(obj.Object, tc.apiVersion, "spec", "scaleTargetRef", "apiVersion")
+			set(obj.Object, tc.kind, "spec", "scaleTargetRef", "kind")
+			err := k8s.Create(ctx, obj)
+			if err == nil {
+				_ = k8s.Delete(ctx, obj)
+				t.Fatal("accepted")
+			}
+			var status apierrors.APIStatus
+			if !errors.As(err, &status) || status.Status().Details == nil {
+				t.Fatalf("want a status with causes, got %v", err)
+			}
+			causes := status.Status().Details.Causes
+			if len(causes) != 1 {
+				t.Fatalf("want exactly one error, got %d: %v", len(causes), err)
+			}
+			if causes[0].Field != tc.field || !strings.Contains(causes[0].Message, tc.want) {
+				t.Errorf("got %s: %s\nwant %s: %s", causes[0].Field, causes[0].Message, tc.field, tc.want)
+			}
+		})
+	}
+}
+
+// Thresholds beyond float64's range are refused at admission, however they
+// are written. kubectl turns a YAML number too large for a float64 into a
+// string (sigs.k8s.io/yaml does so), so that the admission policy sees
+// "1e309". A JSON number that large never reaches admission: the API
+// server cannot decode it.
+func TestThresholdBeyondFloat64IsRefused(t *testing.T) {
+	ctx := context.Background()
+	yamlManifest := func(threshold string) string {
+		return strings.Replace(validManifest, `threshold: "0.1"`, "threshold: "+threshold, 1)
+	}
+	for _, tc := range []struct{ name, manifest, got string }{
+		{"string", yamlManifest(`"1e309"`), `"1e309"`},
+		{"negative-string", yamlManifest(`"-1e309"`), `"-1e309"`},
+		{"yaml-number", yamlManifest(`1e309`), `"1e309"`},
+		{"negative-yaml-number", yamlManifest(`-1e309`), `"-1e309"`},
+		{"order-308", yamlManifest(`"100e306"`), `"100e306"`},
+		{"long-exponent", yamlManifest(`"1e00000000000000000000000000309"`), `"1e00000000000000000000000000309"`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			obj := decode(t, tc.manifest)
+			obj.SetName("range-" + tc.name)
+			err := k8s.Create(ctx, obj)
+			if err == nil {
+				_ = k8s.Delete(ctx, obj)
+				t.Fatal("accepted")
+			}
+			want := "spec.triggers[0].metadata.threshold: got " + tc.got + ", which is out of range; write a number between -1e308 and 1e308, such as 0.1"
+			if !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), want) {
+				t.Fatalf("got %v\nwant an Invalid error containing %s", err, want)
+			}
+		})
+	}
+
+	t.Run("json-number", func(t *testing.T) {
+		obj := decode(t, validManifest)
+		obj.SetName("range-json-number")
+		body, err := json.Marshal(obj.Object)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body = []byte(strings.Replace(string(body), `"threshold":"0.1"`, `"threshold":1e309`, 1))
+		if !strings.Contains(string(body), `1e309`) {
+			t.Fatalf("threshold not replaced in %s", body)
+		}
+		cs, err := kubernetes.NewForConfig(restConfig)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res := cs.Discovery().RESTClient().Post().AbsPath("/apis/elasti.dev/v1alpha1/namespaces/default/elastiservices").
+			SetHeader("Content-Type", "application/json").Body(body).Do(ctx)
+		var code int
+		res.StatusCode(&code)
+		if res.Error() == nil || code < http.StatusBadRequest || code >= http.StatusInternalServerError {
+			t.Fatalf("a JSON number 1e309: got HTTP %d, %v; want a 4xx refusal", code, res.Error())
+		}
+		t.Logf("refused before admission: HTTP %d: %v", code, res.Error())
+	})
+}
+
+// Durations in Go's spellings are accepted when they are positive.
+func TestValidDurationsAreAccepted(t *testing.T) {
+	ctx := context.Background()
+	for i, tc := range []struct{ hold, window string }{
+		{"1h30m", "8h"}, {"1.5h", "90m"}, {"500ms", "1h0m0s"}, {"+5m", ".5h"}, {"100000s", "1h"},
+		{"2µs", "1h"}, {"2μs", "1h"}, {"1000000000ns", "24h"},
+	} {
+		obj := decode(t, validManifest)
+		obj.SetName(fmt.Sprintf("duration-%d", i))
+		set(obj.Object, tc.hold, "spec", "proxy", "holdTimeout")
+		set(obj.Object, tc.window, "spec", "enabledPeriod", "duration")
+		if err := k8s.Create(ctx, obj); err != nil {
+			t.Errorf("holdTimeout %q, duration %q refused: %v", tc.hold, tc.window, err)
+			continue
+		}
+		_ = k8s.Delete(ctx, obj)
+	}
 }

@@ -19,6 +19,8 @@ too, so two releases never collide.
 {{- define "elasti.operatorName" -}}{{ include "elasti.fullname" . }}-operator{{- end -}}
 {{- define "elasti.resolverName" -}}{{ include "elasti.fullname" . }}-resolver{{- end -}}
 {{- define "elasti.resolverMetricsName" -}}{{ include "elasti.fullname" . }}-resolver-metrics{{- end -}}
+{{- define "elasti.webhookName" -}}{{ include "elasti.fullname" . }}-webhook{{- end -}}
+{{- define "elasti.webhookSecretName" -}}{{ include "elasti.fullname" . }}-webhook-cert{{- end -}}
 
 {{/* Labels on every object. */}}
 {{- define "elasti.labels" -}}

@@ -1,0 +1,122 @@
+package admission
+
+import (
+	"fmt"
+	"sort"
+	"time"
+
+	"golang.org/x/net/http/httpguts"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	elastiv1alpha1 "elasti.dev/elasti/api/v1alpha1"
+	"elasti.dev/elasti/internal/sleepgate"
+)
+
+// check is one rule of the webhook: it returns the spec's errors under the
+// path of the spec. Each check calls the function the operator or the
+// resolver uses on the field at run time.
+type check func(spec *elastiv1alpha1.ElastiServiceSpec, path *field.Path) field.ErrorList
+
+// checks run in order; every error of every check is reported.
+var checks = []check{enabledPeriod, holdTimeout, thresholds, headers}
+
+// Check returns what is wrong with es's spec that the CRD's rules and the
+// admission policy cannot see. Field paths start at spec.
+func Check(es *elastiv1alpha1.ElastiService) field.ErrorList {
+	var errs field.ErrorList
+	path := field.NewPath("spec")
+	for _, c := range checks {
+		errs = append(errs, c(&es.Spec, path)...)
+	}
+	return errs
+}
+
+// enabledPeriod parses the schedule with the enabledPeriod gate's parser and
+// the duration as the gate does.
+func enabledPeriod(spec *elastiv1alpha1.ElastiServiceSpec, path *field.Path) field.ErrorList {
+	p := spec.EnabledPeriod
+	if p == nil {
+		return nil
+	}
+	path = path.Child("enabledPeriod")
+	var errs field.ErrorList
+	if err := sleepgate.ParseSchedule(p.Schedule); err != nil {
+		errs = append(errs, field.Invalid(path.Child("schedule"), p.Schedule,
+			err.Error()+`; use a five-field cron expression such as "0 9 * * 1-5" or a descriptor such as @daily`))
+	}
+	if err := positiveDuration(path.Child("duration"), p.Duration, "8h or 90m"); err != nil {
+		errs = append(errs, err)
+	}
+	return errs
+}
+
+// holdTimeout must be a duration the resolver uses rather than replacing it
+// with its --hold-timeout.
+func holdTimeout(spec *elastiv1alpha1.ElastiServiceSpec, path *field.Path) field.ErrorList {
+	if spec.Proxy == nil || spec.Proxy.HoldTimeout == "" {
+		return nil
+	}
+	if err := positiveDuration(path.Child("proxy", "holdTimeout"), spec.Proxy.HoldTimeout, "30s or 5m"); err != nil {
+		return field.ErrorList{err}
+	}
+	return nil
+}
+
+// positiveDuration reads s with time.ParseDuration, as the enabledPeriod
+// gate and the resolver do, and wants it above zero. The CRD's rules already
+// say so for every spelling short enough to be sure CEL's duration() cannot
+// fail; this catches the rest, such as an overflowing 99999999999h.
+func positiveDuration(path *field.Path, s, examples string) *field.Error {
+	d, err := time.ParseDuration(s)
+	if err != nil {
+		return field.Invalid(path, s, err.Error()+"; use a positive Go duration such as "+examples)
+	}
+	if d <= 0 {
+		return field.Invalid(path, s, fmt.Sprintf("%q is not above zero; use a positive Go duration such as %s", s, examples))
+	}
+	return nil
+}
+
+// thresholds reads every threshold as the trigger evaluation does, with
+// Threshold.Float64. A missing one reads as 0 at run time; the admission
+// policy, not this check, asks prometheus triggers for one.
+func thresholds(spec *elastiv1alpha1.ElastiServiceSpec, path *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	for i, t := range spec.Triggers {
+		if t.Metadata.Threshold == nil {
+			continue
+		}
+		if _, err := t.Metadata.Threshold.Float64(); err != nil {
+			errs = append(errs, field.Invalid(path.Child("triggers").Index(i).Child("metadata", "threshold"), string(*t.Metadata.Threshold),
+				err.Error()+`; a threshold is a number such as 0.1 or a numeric string such as "0.1"`))
+		}
+	}
+	return errs
+}
+
+// headers must be ones net/http sends: it refuses a request with an invalid
+// header name or value, so the trigger could never query Prometheus. Values
+// are never echoed, as they may hold credentials.
+func headers(spec *elastiv1alpha1.ElastiServiceSpec, path *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	for i, t := range spec.Triggers {
+		names := make([]string, 0, len(t.Metadata.Headers))
+		for name := range t.Metadata.Headers {
+			names = append(names, name)
+		}
+		sort.Strings(names)
+		p := path.Child("triggers").Index(i).Child("metadata", "headers")
+		for _, name := range names {
+			if !httpguts.ValidHeaderFieldName(name) {
+				errs = append(errs, field.Invalid(p.Key(name), name,
+					"not a valid HTTP header name; use letters, digits and - (a token), such as X-Scope-OrgID"))
+				continue
+			}
+			if !httpguts.ValidHeaderFieldValue(t.Metadata.Headers[name]) {
+				errs = append(errs, field.Invalid(p.Key(name), "(value not shown)",
+					"the value holds a control character such as a line break; use printable text, such as tenant-a"))
+			}
+		}
+	}
+	return errs
+}

@@ -1,0 +1,159 @@
+package admission
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/open-policy-agent/cert-controller/pkg/rotator"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/clock"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+	"sigs.k8s.io/controller-runtime/pkg/webhook"
+	ctrladmission "sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+
+	elastiv1alpha1 "elasti.dev/elasti/api/v1alpha1"
+)
+
+// Path is where the ElastiService validator is served: the clientConfig
+// path of config/webhook and of the chart's webhook configuration.
+const Path = "/validate-elastiservice"
+
+// Config says where the webhook is served and which objects hold and
+// advertise its certificate.
+type Config struct {
+	// Port the webhook server listens on, on every address.
+	Port int
+	// CertDir is a writable directory for the serving pair (tls.crt,
+	// tls.key); nothing else should write there.
+	CertDir string
+	// Namespace of the operator: the Secret and the Service are in it.
+	Namespace string
+	// SecretName is the Secret that keeps the CA and the serving pair. It
+	// must exist: the install creates it empty and the rotator fills it.
+	SecretName string
+	// ServiceName is the Service the API server calls the webhook through;
+	// the certificate is valid for its DNS names.
+	ServiceName string
+	// ConfigurationName is the ValidatingWebhookConfiguration whose
+	// caBundle the rotator keeps.
+	ConfigurationName string
+	// ExtraDNSNames are further names the certificate is valid for, such
+	// as localhost when the API server calls the webhook by URL.
+	ExtraDNSNames []string
+}
+
+// Validate reports a Config that cannot work.
+func (c Config) Validate() error {
+	switch {
+	case c.Port < 1 || c.Port > 65535:
+		return fmt.Errorf("webhook port %d: want 1-65535", c.Port)
+	case c.CertDir == "":
+		return errors.New("webhook certificate directory is empty")
+	case c.Namespace == "" || c.SecretName == "" || c.ServiceName == "" || c.ConfigurationName == "":
+		return fmt.Errorf("webhook needs a namespace (%q), a Secret (%q), a Service (%q) and a ValidatingWebhookConfiguration (%q)",
+			c.Namespace, c.SecretName, c.ServiceName, c.ConfigurationName)
+	}
+	return nil
+}
+
+// dnsNames are the names the serving certificate is valid for: the first
+// is the one the API server uses for a Service reference.
+func (c Config) dnsNames() []string {
+	svc := c.ServiceName + "." + c.Namespace + ".svc"
+	return append([]string{svc, c.ServiceName, c.ServiceName + "." + c.Namespace, svc + ".cluster.local"}, c.ExtraDNSNames...)
+}
+
+// Poll intervals of certFiles: until the first pair is written, and
+// after. A variable so that the integration test can watch a renewal
+// without waiting half a minute.
+var certFilesFast, certFilesSlow = time.Second, 30 * time.Second
+
+// Setup adds the certificate rotator, the copy of its serving pair into
+// cfg.CertDir and the webhook server to mgr, all running on every replica
+// whether or not it leads. The server starts once the rotator reports the
+// certificate in place and the CA injected. The returned checker is the
+// replica's webhook readiness: not ready until the server answers TLS with
+// that certificate, so a rolled-out operator means a working webhook.
+func Setup(mgr ctrl.Manager, cfg Config) (healthz.Checker, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	names := cfg.dnsNames()
+	ready := make(chan struct{})
+	rot := &rotator.CertRotator{
+		SecretKey:      types.NamespacedName{Namespace: cfg.Namespace, Name: cfg.SecretName},
+		CertDir:        cfg.CertDir,
+		CAName:         "elasti-webhook-ca",
+		CAOrganization: "elasti.dev",
+		DNSName:        names[0],
+		ExtraDNSNames:  names[1:],
+		IsReady:        ready,
+		Webhooks:       []rotator.WebhookInfo{{Name: cfg.ConfigurationName, Type: rotator.Validating}},
+		FieldOwner:     "elasti-operator",
+		// Controller names are unique per process; one rotator per
+		// webhook configuration.
+		ControllerName: "cert-rotator-" + cfg.ConfigurationName,
+		// Every replica keeps the Secret and the caBundle current; they
+		// agree through the Secret's resourceVersion.
+		RequireLeaderElection: false,
+	}
+	if err := rotator.AddRotator(mgr, rot); err != nil {
+		return nil, fmt.Errorf("add the webhook certificate rotator: %w", err)
+	}
+	if err := mgr.Add(&certFiles{
+		reader: mgr.GetAPIReader(), secret: rot.SecretKey, dir: cfg.CertDir,
+		clock: clock.RealClock{}, fast: certFilesFast, slow: certFilesSlow,
+	}); err != nil {
+		return nil, fmt.Errorf("add the webhook certificate copy: %w", err)
+	}
+	srv := webhook.NewServer(webhook.Options{Port: cfg.Port, CertDir: cfg.CertDir})
+	srv.Register(Path, ctrladmission.WithValidator[*elastiv1alpha1.ElastiService](mgr.GetScheme(), Validator{}))
+	if err := mgr.Add(&gatedServer{ready: ready, server: srv}); err != nil {
+		return nil, fmt.Errorf("add the webhook server: %w", err)
+	}
+	return readiness(ready, srv.StartedChecker()), nil
+}
+
+// gatedServer starts the webhook server once ready is closed: started
+// earlier, it would fail on the missing certificate files and stop the
+// manager.
+type gatedServer struct {
+	ready  <-chan struct{}
+	server webhook.Server
+}
+
+var (
+	_ manager.Runnable               = (*gatedServer)(nil)
+	_ manager.LeaderElectionRunnable = (*gatedServer)(nil)
+)
+
+// NeedLeaderElection is false: every replica serves the webhook.
+func (*gatedServer) NeedLeaderElection() bool { return false }
+
+// Start waits for ready, then runs the server until ctx ends.
+func (g *gatedServer) Start(ctx context.Context) error {
+	select {
+	case <-ctx.Done():
+		return nil
+	case <-g.ready:
+	}
+	return g.server.Start(ctx)
+}
+
+// readiness fails until ready is closed, then as long as started does (the
+// server is not listening, or does not complete a TLS handshake).
+func readiness(ready <-chan struct{}, started healthz.Checker) healthz.Checker {
+	return func(req *http.Request) error {
+		select {
+		case <-ready:
+		default:
+			return errors.New("the webhook serving certificate is not in place yet, or its CA is not yet in the ValidatingWebhookConfiguration")
+		}
+		return started(req)
+	}
+}

@@ -1,0 +1,431 @@
+//go:build integration
+
+package admission
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"crypto/rsa"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"math/big"
+	"net"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+	"sigs.k8s.io/yaml"
+
+	elastiv1alpha1 "elasti.dev/elasti/api/v1alpha1"
+	"elasti.dev/elasti/internal/testenv/estest"
+)
+
+// The operator's namespace in this test, and the namespace of the
+// ElastiServices.
+const (
+	operatorNS = "elasti-system"
+	appsNS     = "webhook-apps"
+	secretName = "elasti-webhook-cert"
+	service    = "elasti-operator"
+)
+
+// TestWebhook runs the webhook as the operator does (Setup: the rotator,
+// the copy of its certificate, the gated server) against a real API
+// server that calls it through config/webhook's ValidatingWebhookConfiguration,
+// pointed at localhost instead of the Service, and proves:
+//   - the replica is not ready before the certificate is in place, and is
+//     after; the Secret then holds a CA and a serving certificate for the
+//     Service's DNS names, and the configuration's caBundle is that CA;
+//   - schedules the cron parser refuses are refused with its words, valid
+//     ones pass;
+//   - a metadata-only update of an object whose stored schedule is now
+//     refused goes through, while a spec update of it does not;
+//   - a serving certificate close to expiry is renewed, and the server
+//     switches to the new one.
+func TestWebhook(t *testing.T) {
+	certFilesFast, certFilesSlow = 200*time.Millisecond, 500*time.Millisecond
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	c := env.Client
+	for _, ns := range []string{operatorNS, appsNS} {
+		if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil && !apierrors.IsAlreadyExists(err) {
+			t.Fatal(err)
+		}
+	}
+
+	// Stored before the webhook exists: only CEL's shape check applies.
+	legacy := estest.New(appsNS, "legacy", window("61 * * * *", "1h"))
+	if err := c.Create(ctx, legacy); err != nil {
+		t.Fatalf("create an ElastiService with minute 61 before the webhook exists: %v", err)
+	}
+
+	// The install's objects: the empty Secret and config/webhook's
+	// configuration, called by URL. Removed at the end, the configuration
+	// first, so that another run in this process starts clean.
+	secretObj := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: operatorNS, Name: secretName}}
+	if err := c.Create(ctx, secretObj); err != nil {
+		t.Fatal(err)
+	}
+	port := freePort(t)
+	vwc := webhookConfiguration(t, port)
+	if err := c.Create(ctx, vwc); err != nil {
+		t.Fatalf("create the ValidatingWebhookConfiguration: %v", err)
+	}
+	t.Cleanup(func() {
+		bg := context.Background()
+		for _, obj := range []client.Object{vwc, secretObj} {
+			if err := c.Delete(bg, obj); err != nil && !apierrors.IsNotFound(err) {
+				t.Errorf("delete %s: %v", obj.GetName(), err)
+			}
+		}
+		if err := c.DeleteAllOf(bg, &elastiv1alpha1.ElastiService{}, client.InNamespace(appsNS)); err != nil {
+			t.Errorf("delete the ElastiServices: %v", err)
+		}
+	})
+
+	mgr, err := ctrl.NewManager(env.Config, ctrl.Options{
+		Scheme: env.Scheme, Metrics: metricsserver.Options{BindAddress: "0"}, HealthProbeBindAddress: "0",
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	certDir := t.TempDir()
+	ready, err := Setup(mgr, Config{Port: port, CertDir: certDir, Namespace: operatorNS, SecretName: secretName,
+		ServiceName: service, ConfigurationName: vwc.Name, ExtraDNSNames: []string{"localhost"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	probe := httptest.NewRequest("GET", "/readyz", nil)
+	if err := ready(probe); err == nil {
+		t.Fatal("ready before the manager started")
+	}
+	mgrDone := make(chan error, 1)
+	go func() { mgrDone <- mgr.Start(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-mgrDone; err != nil {
+			t.Errorf("manager: %v", err)
+		}
+	})
+	start := time.Now()
+	eventually(t, ctx, time.Minute, func() error { return ready(probe) })
+	t.Logf("ready %s after start", time.Since(start).Round(time.Millisecond))
+
+	// The certificate: a CA in the Secret and in the caBundle, and a
+	// serving pair for the Service's names.
+	var secret corev1.Secret
+	if err := c.Get(ctx, client.ObjectKey{Namespace: operatorNS, Name: secretName}, &secret); err != nil {
+		t.Fatal(err)
+	}
+	caPEM := secret.Data["ca.crt"]
+	if err := c.Get(ctx, client.ObjectKeyFromObject(vwc), vwc); err != nil {
+		t.Fatal(err)
+	}
+	if got := vwc.Webhooks[0].ClientConfig.CABundle; len(caPEM) == 0 || !bytes.Equal(got, caPEM) {
+		t.Fatalf("caBundle is not the Secret's CA:\ncaBundle %q\nca.crt %q", got, caPEM)
+	}
+	leaf := parseCert(t, secret.Data["tls.crt"])
+	roots := x509.NewCertPool()
+	roots.AppendCertsFromPEM(caPEM)
+	for _, name := range []string{service + "." + operatorNS + ".svc", service + "." + operatorNS + ".svc.cluster.local", "localhost"} {
+		if _, err := leaf.Verify(x509.VerifyOptions{DNSName: name, Roots: roots, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}); err != nil {
+			t.Errorf("the serving certificate is not valid for %s: %v", name, err)
+		}
+	}
+	if served := servedCert(t, port, roots); !served.Equal(leaf) {
+		t.Errorf("the server presents serial %s, the Secret holds %s", served.SerialNumber, leaf.SerialNumber)
+	}
+
+	t.Run("schedules", func(t *testing.T) {
+		for _, tc := range []struct{ name, schedule, parserErr string }{
+			{"minute-61", "61 * * * *", "end of range (61) above maximum (59): 61"},
+			{"backwards-range", "5-1 * * * *", "beginning of range (5) beyond end of range (1): 5-1"},
+			{"workdays", "0 9 * * 1-5", ""},
+			{"daily", "@daily", ""},
+		} {
+			err := createThroughWebhook(ctx, c, estest.New(appsNS, tc.name, window(tc.schedule, "8h")))
+			if tc.parserErr == "" {
+				if err != nil {
+					t.Errorf("schedule %q refused: %v", tc.schedule, err)
+				}
+				continue
+			}
+			want := `admission webhook "elastiservices.elasti.dev" denied the request: spec.enabledPeriod.schedule: ` + tc.parserErr +
+				`; use a five-field cron expression such as "0 9 * * 1-5" or a descriptor such as @daily`
+			if !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), want) {
+				t.Errorf("schedule %q:\n got %v\nwant an Invalid error containing %s", tc.schedule, err, want)
+			}
+		}
+	})
+
+	t.Run("duration too long for CEL to read", func(t *testing.T) {
+		// Go syntax, so the CRD's format rule passes; too many digits for
+		// its positivity rule to call duration(); Go overflows.
+		err := createThroughWebhook(ctx, c, estest.New(appsNS, "overflow", func(es *elastiv1alpha1.ElastiService) {
+			es.Spec.Proxy = &elastiv1alpha1.ProxySpec{HoldTimeout: "99999999999h"}
+		}))
+		want := `spec.proxy.holdTimeout: time: invalid duration "99999999999h"; use a positive Go duration such as 30s or 5m`
+		if !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), want) {
+			t.Errorf("got %v\nwant an Invalid error containing %s", err, want)
+		}
+	})
+
+	t.Run("metadata-only updates of a stored invalid spec", func(t *testing.T) {
+		es := &elastiv1alpha1.ElastiService{}
+		if err := c.Get(ctx, client.ObjectKeyFromObject(legacy), es); err != nil {
+			t.Fatal(err)
+		}
+		es.Labels = map[string]string{"team": "a"}
+		es.Finalizers = append(es.Finalizers, "elasti.dev/test")
+		if err := c.Update(ctx, es); err != nil {
+			t.Fatalf("label and finalizer update refused: %v", err)
+		}
+		es.Finalizers = nil
+		if err := c.Update(ctx, es); err != nil {
+			t.Fatalf("finalizer removal refused: %v", err)
+		}
+		es.Spec.CooldownPeriod = 60
+		err := c.Update(ctx, es)
+		if !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), "spec.enabledPeriod.schedule: end of range (61)") {
+			t.Errorf("a spec update keeping minute 61: want the webhook's refusal, got %v", err)
+		}
+		if err := c.Delete(ctx, es); err != nil {
+			t.Errorf("delete: %v", err)
+		}
+	})
+
+	t.Run("matchConditions alone keep metadata updates from the webhook", func(t *testing.T) {
+		// The same registration, pointed at a port where nothing listens:
+		// every call of it fails, and failurePolicy Fail refuses the
+		// request. A metadata-only update must not call it at all.
+		dead := webhookConfiguration(t, freePort(t))
+		if err := c.Create(ctx, dead); err != nil {
+			t.Fatal(err)
+		}
+		defer func() {
+			if err := c.Delete(context.Background(), dead); err != nil {
+				t.Errorf("delete %s: %v", dead.Name, err)
+			}
+		}()
+		es := estest.New(appsNS, "bystander", window("@daily", "1h"))
+		eventually(t, ctx, 30*time.Second, func() error {
+			err := c.Create(ctx, es.DeepCopy())
+			if err == nil {
+				_ = c.Delete(ctx, es)
+				return errors.New("created while a registered webhook cannot be reached")
+			}
+			if !strings.Contains(err.Error(), "failed calling webhook") {
+				return err
+			}
+			return nil
+		})
+		// Stored by the schedules subtest.
+		var stored elastiv1alpha1.ElastiService
+		if err := c.Get(ctx, client.ObjectKey{Namespace: appsNS, Name: "workdays"}, &stored); err != nil {
+			t.Fatal(err)
+		}
+		stored.Annotations = map[string]string{"note": "metadata only"}
+		if err := c.Update(ctx, &stored); err != nil {
+			t.Errorf("metadata-only update called an unreachable webhook: %v", err)
+		}
+		stored.Spec.CooldownPeriod++
+		if err := c.Update(ctx, &stored); err == nil || !strings.Contains(err.Error(), "failed calling webhook") {
+			t.Errorf("spec update: want the unreachable webhook's failure, got %v", err)
+		}
+	})
+
+	t.Run("renewal", func(t *testing.T) {
+		// A serving certificate from the same CA that expires within the
+		// rotator's look-ahead (90 days) must be replaced.
+		shortLived := issue(t, secret.Data["ca.crt"], secret.Data["ca.key"], 24*time.Hour, leaf.DNSNames)
+		if err := c.Get(ctx, client.ObjectKeyFromObject(&secret), &secret); err != nil {
+			t.Fatal(err)
+		}
+		secret.Data["tls.crt"], secret.Data["tls.key"] = shortLived.crt, shortLived.key
+		if err := c.Update(ctx, &secret); err != nil {
+			t.Fatal(err)
+		}
+		var renewed *x509.Certificate
+		eventually(t, ctx, time.Minute, func() error {
+			if err := c.Get(ctx, client.ObjectKeyFromObject(&secret), &secret); err != nil {
+				return err
+			}
+			renewed = parseCert(t, secret.Data["tls.crt"])
+			if renewed.NotAfter.Before(time.Now().Add(300 * 24 * time.Hour)) {
+				return fmt.Errorf("the Secret's serving certificate expires %s", renewed.NotAfter)
+			}
+			return nil
+		})
+		if !bytes.Equal(secret.Data["ca.crt"], caPEM) {
+			t.Error("renewing the serving certificate replaced a valid CA")
+		}
+		eventually(t, ctx, time.Minute, func() error {
+			got, err := os.ReadFile(filepath.Join(certDir, "tls.crt"))
+			if err != nil {
+				return err
+			}
+			if !bytes.Equal(got, secret.Data["tls.crt"]) {
+				return fmt.Errorf("%s does not hold the renewed certificate", certDir)
+			}
+			if served := servedCert(t, port, roots); !served.Equal(renewed) {
+				return fmt.Errorf("the server presents serial %s, want the renewed %s", served.SerialNumber, renewed.SerialNumber)
+			}
+			return nil
+		})
+		if err := ready(probe); err != nil {
+			t.Errorf("not ready after the renewal: %v", err)
+		}
+		// And the API server still trusts the webhook.
+		if err := createThroughWebhook(ctx, c, estest.New(appsNS, "after-renewal", window("@hourly", "30m"))); err != nil {
+			t.Errorf("create after the renewal: %v", err)
+		}
+	})
+}
+
+// webhookConfiguration reads config/webhook's ValidatingWebhookConfiguration
+// and points it at https://localhost:port instead of the Service: envtest
+// has no Service network. Everything else (rules, matchConditions, failure
+// policy, timeout) is the install's.
+func webhookConfiguration(t *testing.T, port int) *admissionregistrationv1.ValidatingWebhookConfiguration {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(env.Root, "config", "webhook", "validating-webhook.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	vwc := &admissionregistrationv1.ValidatingWebhookConfiguration{}
+	if err := yaml.UnmarshalStrict(b, vwc); err != nil {
+		t.Fatal(err)
+	}
+	if len(vwc.Webhooks) != 1 || vwc.Webhooks[0].ClientConfig.Service == nil {
+		t.Fatalf("config/webhook: want one webhook called through a Service, got %+v", vwc.Webhooks)
+	}
+	svc := vwc.Webhooks[0].ClientConfig.Service
+	if svc.Path == nil || *svc.Path != Path || svc.Name != service {
+		t.Fatalf("config/webhook calls %s at %v; the operator serves %s at %s", svc.Name, svc.Path, service, Path)
+	}
+	runs++ // a configuration (and so a rotator) of its own per run
+	vwc.Name = fmt.Sprintf("%s-%d", vwc.Name, runs)
+	url := fmt.Sprintf("https://localhost:%d%s", port, Path)
+	vwc.Webhooks[0].ClientConfig = admissionregistrationv1.WebhookClientConfig{URL: &url}
+	return vwc
+}
+
+// runs counts TestWebhook's runs in this process (go test -count).
+var runs int
+
+func freePort(t *testing.T) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+// servedCert is the leaf certificate the webhook server presents to a
+// client that trusts roots and asks for the Service's name.
+func servedCert(t *testing.T, port int, roots *x509.CertPool) *x509.Certificate {
+	t.Helper()
+	conn, err := tls.DialWithDialer(&net.Dialer{Timeout: 5 * time.Second}, "tcp", net.JoinHostPort("localhost", strconv.Itoa(port)),
+		&tls.Config{RootCAs: roots, ServerName: service + "." + operatorNS + ".svc", MinVersion: tls.VersionTLS12})
+	if err != nil {
+		t.Fatalf("TLS handshake with the webhook server: %v", err)
+	}
+	defer conn.Close()
+	return conn.ConnectionState().PeerCertificates[0]
+}
+
+func parseCert(t *testing.T, pemBytes []byte) *x509.Certificate {
+	t.Helper()
+	block, _ := pem.Decode(pemBytes)
+	if block == nil {
+		t.Fatalf("no PEM block in %q", pemBytes)
+	}
+	cert, err := x509.ParseCertificate(block.Bytes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cert
+}
+
+type pair struct{ crt, key []byte }
+
+// issue signs a serving certificate for names with the CA, valid for d.
+func issue(t *testing.T, caPEM, caKeyPEM []byte, d time.Duration, names []string) pair {
+	t.Helper()
+	ca := parseCert(t, caPEM)
+	block, _ := pem.Decode(caKeyPEM)
+	if block == nil {
+		t.Fatal("no PEM block in ca.key")
+	}
+	caKey, err := x509.ParsePKCS1PrivateKey(block.Bytes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	key, err := rsa.GenerateKey(rand.Reader, 2048)
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now()
+	tmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(now.UnixNano()), Subject: pkix.Name{CommonName: names[0]}, DNSNames: names,
+		NotBefore: now.Add(-time.Hour), NotAfter: now.Add(d),
+		KeyUsage: x509.KeyUsageDigitalSignature | x509.KeyUsageKeyEncipherment, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca, &key.PublicKey, caKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pair{
+		crt: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}),
+		key: pem.EncodeToMemory(&pem.Block{Type: "RSA PRIVATE KEY", Bytes: x509.MarshalPKCS1PrivateKey(key)}),
+	}
+}
+
+// createThroughWebhook creates es, retrying for a while when the API server
+// could not call the webhook: the server's view of the configuration (its
+// caBundle, just written by the rotator) may lag the replica's readiness by
+// a moment. A refusal by the webhook, or any other answer, is returned.
+func createThroughWebhook(ctx context.Context, c client.Client, es *elastiv1alpha1.ElastiService) error {
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		err := c.Create(ctx, es.DeepCopy())
+		if err == nil || !strings.Contains(err.Error(), "failed calling webhook") || time.Now().After(deadline) {
+			return err
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// eventually polls f until it returns nil, failing the test after d.
+func eventually(t *testing.T, ctx context.Context, d time.Duration, f func() error) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for {
+		err := f()
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) || errors.Is(ctx.Err(), context.Canceled) {
+			t.Fatalf("after %s: %v", d, err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
