@@ -59,6 +59,17 @@ func TestHTTPCountsRequestsAndEchoesWebSocket(t *testing.T) {
 	if _, msg, err := conn.ReadMessage(); err != nil || string(msg) != "hi" {
 		t.Errorf("websocket echo = %q, %v", msg, err)
 	}
+	if m := get(t, srv.URL+"/metrics"); !strings.Contains(m, "websocket_connections_open 1\n") {
+		t.Errorf("metrics do not count the open WebSocket:\n%s", m)
+	}
+	conn.Close()
+	deadline := time.Now().Add(5 * time.Second)
+	for m := get(t, srv.URL+"/metrics"); !strings.Contains(m, "websocket_connections_open 0\n"); m = get(t, srv.URL+"/metrics") {
+		if time.Now().After(deadline) {
+			t.Fatalf("the closed WebSocket is still counted:\n%s", m)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 }
 
 func TestTCPEcho(t *testing.T) {

@@ -18,7 +18,7 @@ const RequestIDHeader = "X-Request-Id"
 
 // newHTTPHandler serves "/" (the pod's name, and the size and SHA-256 of any
 // body), "/healthz", "/metrics" and, when enabled, the WebSocket echo at
-// "/ws". Requests to "/" and "/ws" count in http_requests_total; requests to
+// "/ws" (open ones counted in websocket_connections_open). Requests to "/" and "/ws" count in http_requests_total; requests to
 // "/" are recorded in the ledger (by X-Request-Id) once their body is read.
 // While draining is set, every answer carries Connection: close, so a
 // keep-alive client opens its next request on a new connection, which
@@ -31,6 +31,14 @@ func newHTTPHandler(name string, ws bool, executed *ledger, draining *atomic.Boo
 		Help: "HTTP requests served, by method and status code.",
 	}, []string{"method", "code"})
 	reg.MustRegister(requests)
+	// A WebSocket counts in http_requests_total only when it closes; this
+	// gauge says how many are open now, for a trigger that keeps the app
+	// awake while one is (docs/configuration.md, "Open connections").
+	openWS := prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "websocket_connections_open",
+		Help: "WebSocket connections open now.",
+	})
+	reg.MustRegister(openWS)
 
 	mux := http.NewServeMux()
 	hello := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -51,7 +59,7 @@ func newHTTPHandler(name string, ws bool, executed *ledger, draining *atomic.Boo
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
 	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
 	if ws {
-		mux.Handle("/ws", promhttp.InstrumentHandlerCounter(requests, http.HandlerFunc(wsEcho)))
+		mux.Handle("/ws", promhttp.InstrumentHandlerInFlight(openWS, promhttp.InstrumentHandlerCounter(requests, http.HandlerFunc(wsEcho))))
 	}
 	if draining == nil {
 		return mux

@@ -11,6 +11,7 @@ import (
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -122,17 +123,21 @@ func (e *Env) Scale(t testing.TB, ns, name string, replicas int32) {
 }
 
 // ScaleTo sets a Deployment's replicas through its /scale subresource, as
-// `kubectl scale` does.
+// `kubectl scale` does. The read and the write carry the Deployment's
+// resourceVersion, so a status update by the deployment controller in
+// between makes the write conflict: it is read and written again.
 func (e *Env) ScaleTo(ctx context.Context, ns, name string, replicas int32) error {
-	scale, err := e.Clientset.AppsV1().Deployments(ns).GetScale(ctx, name, metav1.GetOptions{})
-	if err != nil {
-		return fmt.Errorf("get scale of %s/%s: %w", ns, name, err)
-	}
-	scale.Spec.Replicas = replicas
-	if _, err := e.Clientset.AppsV1().Deployments(ns).UpdateScale(ctx, name, scale, metav1.UpdateOptions{}); err != nil {
-		return fmt.Errorf("scale %s/%s to %d: %w", ns, name, replicas, err)
-	}
-	return nil
+	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		scale, err := e.Clientset.AppsV1().Deployments(ns).GetScale(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return fmt.Errorf("get scale of %s/%s: %w", ns, name, err)
+		}
+		scale.Spec.Replicas = replicas
+		if _, err := e.Clientset.AppsV1().Deployments(ns).UpdateScale(ctx, name, scale, metav1.UpdateOptions{}); err != nil {
+			return fmt.Errorf("scale %s/%s to %d: %w", ns, name, replicas, err)
+		}
+		return nil
+	})
 }
 
 // ReadyEndpoints counts the ready endpoints (contract.EndpointReady) in the

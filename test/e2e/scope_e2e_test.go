@@ -16,9 +16,9 @@ import (
 )
 
 // TestTwoNamespacedInstallsSideBySide: two Helm installs, each watching
-// one namespace that holds a workload, with the same resolver port range.
-// Each operator hands out ports among its own ElastiServices only, so both
-// first ElastiServices get the same resolver port. Each install's resolvers
+// one namespace that holds a workload, with the same resolver port range
+// (of one port). Each operator hands out ports among its own ElastiServices
+// only, so both ElastiServices get the same resolver port. Each install's resolvers
 // must then see only their operator's namespaces: when every resolver
 // watched all namespaces, the port was claimed twice, counted as unmapped,
 // and both sleeping Services answered 404 or closed connections while their
@@ -37,6 +37,7 @@ func TestTwoNamespacedInstallsSideBySide(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 12*time.Minute)
 	defer cancel()
 
+	const sharedPort = 20500
 	type install struct{ release, ns, appNS string }
 	var installs []install
 	for range 2 {
@@ -53,6 +54,10 @@ func TestTwoNamespacedInstallsSideBySide(t *testing.T) {
 			"--set", "operator.image.repository=elasti/operator,operator.image.tag=dev,operator.image.pullPolicy=IfNotPresent",
 			"--set", "resolver.image.repository=elasti/resolver,resolver.image.tag=dev,resolver.image.pullPolicy=IfNotPresent",
 			"--set", "operator.replicas=1,resolver.replicas=1,operator.pollingInterval=1s",
+			// One port: an operator starts its allocation cursor at a
+			// random place in its range, and the test needs both first
+			// ElastiServices on the same port.
+			"--set", fmt.Sprintf("portRange.start=%d,portRange.end=%d", sharedPort, sharedPort),
 			"--set", "prometheusAddress="+e.Cluster.PrometheusURL(),
 			"--set", "watchNamespaces={"+in.appNS+"}",
 			"--timeout", "4m")
