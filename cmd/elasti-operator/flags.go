@@ -43,7 +43,7 @@ func parseFlags(fs *flag.FlagSet, args []string, getenv func(string) string, zap
 	portRange := contract.DefaultPortRange()
 	fs.StringVar(&o.metricsAddr, "metrics-bind-address", ":8080", "Address of the Prometheus metrics endpoint; 0 disables it.")
 	fs.StringVar(&o.probeAddr, "health-probe-bind-address", ":8081", "Address of /healthz and /readyz.")
-	fs.StringVar(&o.activationAddr, "activation-bind-address", fmt.Sprintf(":%d", contract.DefaultActivationPort), "Address of the activation server.")
+	fs.StringVar(&o.activationAddr, "activation-bind-address", fmt.Sprintf(":%d", contract.DefaultActivationPort), "Address of the activation server. It speaks TLS with the webhook's serving certificate (see --activation-ca-configmap), or plain HTTP with --webhook-port=0.")
 	fs.BoolVar(&o.leaderElect, "leader-elect", true, "Elect one leader among the replicas; only the leader reconciles.")
 	fs.StringVar(&o.leaderElectionNamespace, "leader-election-namespace", ns, "Namespace of the leader-election Lease.")
 	fs.StringVar(&o.leaderElectionID, "leader-election-id", "elasti-operator.elasti.dev", "Name of the leader-election Lease.")
@@ -60,10 +60,11 @@ func parseFlags(fs *flag.FlagSet, args []string, getenv func(string) string, zap
 	fs.IntVar(&o.controller.MaxConcurrentReconciles, "max-concurrent-reconciles", o.controller.MaxConcurrentReconciles, "Parallel reconciles.")
 	fs.DurationVar(&o.controller.WakeTimeout, "wake-timeout", o.controller.WakeTimeout, "How long an activation call waits for the wake before answering 503.")
 	o.webhook.Namespace = ns
-	fs.IntVar(&o.webhook.Port, "webhook-port", 9443, "Port of the validating admission webhook for ElastiServices; 0 turns the webhook and its readiness check off.")
+	fs.IntVar(&o.webhook.Port, "webhook-port", 9443, "Port of the validating admission webhook for ElastiServices; 0 turns the webhook and its readiness check off, and with them the certificate: the activation server then speaks plain HTTP, and the resolver's --operator-url must be http://.")
 	fs.StringVar(&o.webhook.CertDir, "webhook-cert-dir", "/var/run/elasti/webhook", "Writable directory the operator copies the webhook's serving certificate into.")
 	fs.StringVar(&o.webhook.SecretName, "webhook-secret", "elasti-webhook-cert", "Secret in the operator's namespace that keeps the webhook's CA and serving certificate; the install creates it empty.")
 	fs.StringVar(&o.webhook.ServiceName, "webhook-service", "elasti-operator", "Service in the operator's namespace that the API server calls the webhook through.")
+	fs.StringVar(&o.webhook.CAConfigMapName, "activation-ca-configmap", "elasti-activation-ca", "ConfigMap in the operator's namespace the operator keeps holding the webhook's CA certificate (key ca.crt, no private key), which the resolvers verify the TLS activation server with; empty does not publish it. Unused with --webhook-port=0.")
 	fs.StringVar(&o.webhook.ConfigurationName, "webhook-configuration", "elasti-webhook", "ValidatingWebhookConfiguration whose caBundle the operator keeps.")
 	if zapOpts != nil {
 		zapOpts.BindFlags(fs)

@@ -60,7 +60,8 @@ func TestParseWebhookFlags(t *testing.T) {
 	// The defaults are the kustomize install's names (config/webhook,
 	// config/operator), so its Deployment need not pass them.
 	want := admission.Config{Port: 9443, CertDir: "/var/run/elasti/webhook", Namespace: "platform",
-		SecretName: "elasti-webhook-cert", ServiceName: "elasti-operator", ConfigurationName: "elasti-webhook"}
+		SecretName: "elasti-webhook-cert", ServiceName: "elasti-operator", ConfigurationName: "elasti-webhook",
+		CAConfigMapName: "elasti-activation-ca"}
 	if diff := cmp.Diff(want, o.webhook); diff != "" {
 		t.Errorf("defaults (-want +got)\n%s", diff)
 	}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net/http"
@@ -53,14 +54,30 @@ func run(ctx context.Context, o options, log logr.Logger) error {
 	if err != nil {
 		return err
 	}
+	// The validating webhook runs on every replica. A replica is not ready
+	// until it serves with a certificate whose CA the API server has. The
+	// activation server speaks TLS with the same certificate; without the
+	// webhook there is no certificate, and it speaks plain HTTP.
+	var getCertificate func(*tls.ClientHelloInfo) (*tls.Certificate, error)
+	if o.webhook.Port != 0 {
+		serving, err := admission.Setup(mgr, o.webhook)
+		if err != nil {
+			return err
+		}
+		if err := mgr.AddReadyzCheck("webhook", serving.Ready); err != nil {
+			return fmt.Errorf("add readyz check: %w", err)
+		}
+		getCertificate = serving.GetCertificate
+	}
 	saNS, saName, _ := strings.Cut(o.resolverServiceAccount, "/")
 	srv := &activation.Server{
 		Addr: o.activationAddr,
 		Authenticator: &activation.Authenticator{
 			Client: mgr.GetClient(), ServiceAccountNamespace: saNS, ServiceAccountName: saName, Audiences: o.activationAudiences,
 		},
-		Waker: waker,
-		Log:   log.WithName("activation"),
+		Waker:          waker,
+		Log:            log.WithName("activation"),
+		GetCertificate: getCertificate,
 	}
 	if _, err := srv.Listen(); err != nil {
 		return err
@@ -74,19 +91,8 @@ func run(ctx context.Context, o options, log logr.Logger) error {
 	if err := mgr.AddReadyzCheck("caches", cachesSynced(mgr)); err != nil {
 		return fmt.Errorf("add readyz check: %w", err)
 	}
-	// The validating webhook runs on every replica. A replica is not ready
-	// until it serves with a certificate whose CA the API server has.
-	if o.webhook.Port != 0 {
-		webhookReady, err := admission.Setup(mgr, o.webhook)
-		if err != nil {
-			return err
-		}
-		if err := mgr.AddReadyzCheck("webhook", webhookReady); err != nil {
-			return fmt.Errorf("add readyz check: %w", err)
-		}
-	}
 	log.Info("starting elasti-operator", "resolverNamespace", o.controller.ResolverNamespace,
-		"portRange", fmt.Sprintf("%d-%d", o.controller.PortRangeStart, o.controller.PortRangeEnd), "portQuarantine", o.controller.PortQuarantine, "activation", o.activationAddr)
+		"portRange", fmt.Sprintf("%d-%d", o.controller.PortRangeStart, o.controller.PortRangeEnd), "portQuarantine", o.controller.PortQuarantine, "activation", o.activationAddr, "activationTLS", getCertificate != nil)
 	return mgr.Start(ctx)
 }
 

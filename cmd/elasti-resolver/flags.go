@@ -15,12 +15,14 @@ import (
 
 // config is everything the flags set.
 type config struct {
-	resolver     resolver.Options
-	adminAddr    string
-	operatorURL  string
-	tokenPath    string
-	drainPeriod  time.Duration
-	drainTimeout time.Duration
+	resolver    resolver.Options
+	adminAddr   string
+	operatorURL string
+	// operatorCAFile verifies an https operatorURL; empty: system roots.
+	operatorCAFile string
+	tokenPath      string
+	drainPeriod    time.Duration
+	drainTimeout   time.Duration
 	// watchNamespaces limits the ElastiServices followed; empty: all.
 	watchNamespaces []string
 }
@@ -45,7 +47,8 @@ func parseFlags(fs *flag.FlagSet, args []string, zapOpts *zap.Options) (config, 
 	fs.DurationVar(&o.IdleTimeout, "idle-timeout", resolver.DefaultIdleTimeout, "Idle keep-alive timeout of client connections.")
 	fs.IntVar(&o.MaxHeaderBytes, "max-header-bytes", resolver.DefaultMaxHeaderBytes, "Largest request header block accepted.")
 	fs.IntVar(&o.MaxConcurrentStreams, "max-concurrent-streams", resolver.DefaultMaxConcurrentStreams, "HTTP/2 streams per client connection.")
-	fs.StringVar(&c.operatorURL, "operator-url", activation.DefaultOperatorURL, "Base URL of the operator's activation server.")
+	fs.StringVar(&c.operatorURL, "operator-url", activation.DefaultOperatorURL, "Base URL of the operator's activation server: https, or http when the operator runs with --webhook-port=0 (no certificate).")
+	fs.StringVar(&c.operatorCAFile, "operator-ca-file", activation.DefaultCAFile, "PEM file of the CA that an https --operator-url is verified with, the operator's ConfigMap elasti-activation-ca mounted; read for every new connection, so a rotated CA is picked up. Empty trusts the system's roots; unused with http.")
 	fs.StringVar(&c.tokenPath, "token-path", activation.DefaultTokenPath, "ServiceAccount token presented to the activation server, a projected token for the operator's --activation-audiences; read on every call.")
 	fs.DurationVar(&o.ActivationTimeout, "activation-timeout", resolver.DefaultActivationTimeout, "Timeout of one activation call; longer than the operator's --wake-timeout.")
 	fs.DurationVar(&o.ActivationBackoff, "activation-backoff", resolver.DefaultActivationBackoff, "First retry delay after a failed activation call; doubles per failure.")

@@ -23,7 +23,7 @@ func TestParseFlags(t *testing.T) {
 			check: func(c config) map[string]any {
 				return map[string]any{
 					"start": c.resolver.PortRangeStart, "end": c.resolver.PortRangeEnd,
-					"admin": c.adminAddr, "operator": c.operatorURL,
+					"admin": c.adminAddr, "operator": c.operatorURL, "ca": c.operatorCAFile,
 					"hold": c.resolver.HoldTimeout, "max": c.resolver.MaxHeld,
 					"token":     c.tokenPath,
 					"readAhead": c.resolver.ReadAheadBytes, "headerBytes": c.resolver.MaxHeaderBytes,
@@ -34,7 +34,8 @@ func TestParseFlags(t *testing.T) {
 			want: map[string]any{
 				"linger": 30 * time.Second,
 				"start":  20000, "end": 20999, "admin": ":8012",
-				"operator": "http://elasti-operator.elasti-system.svc:8013",
+				"operator": "https://elasti-operator.elasti-system.svc:8013",
+				"ca":       "/var/run/elasti/activation-ca/ca.crt",
 				"hold":     5 * time.Minute, "max": 1000,
 				"token":     "/var/run/secrets/elasti.dev/activation/token",
 				"readAhead": 64 << 10, "headerBytes": 1 << 20,

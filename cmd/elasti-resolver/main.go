@@ -71,7 +71,7 @@ func run(cfg config, log logr.Logger) error {
 	opts.Activator = activation.NewClient(activation.ClientOptions{
 		OperatorURL: cfg.operatorURL,
 		TokenPath:   cfg.tokenPath,
-		HTTPClient:  &http.Client{Timeout: opts.ActivationTimeout, Transport: &http.Transport{Proxy: nil}},
+		HTTPClient:  &http.Client{Timeout: opts.ActivationTimeout, Transport: activation.NewTransport(cfg.operatorCAFile)},
 	})
 	opts.Synced = synced
 	opts.Log = log.WithName("resolver")

@@ -18,7 +18,12 @@ import (
 
 // DefaultOperatorURL is where the resolver finds the operator's
 // activation server inside the cluster.
-const DefaultOperatorURL = "http://elasti-operator.elasti-system.svc:8013"
+const DefaultOperatorURL = "https://elasti-operator.elasti-system.svc:8013"
+
+// DefaultCAFile is where the resolver's pod mounts the CA certificate the
+// operator publishes (ConfigMap elasti-activation-ca, key ca.crt), to
+// verify the activation server with.
+const DefaultCAFile = "/var/run/elasti/activation-ca/ca.crt"
 
 // Audience is the token audience of activation calls: the resolver presents
 // a projected ServiceAccount token for it, and the operator's server

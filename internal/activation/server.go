@@ -2,6 +2,7 @@ package activation
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -47,6 +48,10 @@ type Server struct {
 	Waker Waker
 	// Log receives one line per refused or failed call.
 	Log logr.Logger
+	// GetCertificate, if set, makes the server speak TLS only (HTTP/1.1),
+	// presenting the certificate it returns for each handshake; a
+	// handshake it fails for is refused. Nil serves plain HTTP.
+	GetCertificate func(*tls.ClientHelloInfo) (*tls.Certificate, error)
 
 	listener net.Listener
 }
@@ -184,6 +189,15 @@ func (s *Server) Start(ctx context.Context) error {
 		WriteTimeout:      30 * time.Second,
 		IdleTimeout:       90 * time.Second,
 		MaxHeaderBytes:    16 << 10,
+	}
+	if s.GetCertificate != nil {
+		ln = tls.NewListener(ln, &tls.Config{
+			MinVersion:     tls.VersionTLS12,
+			GetCertificate: s.GetCertificate,
+			// The resolver speaks HTTP/1.1; not offering h2 keeps
+			// HTTP/2's own attack surface off this port.
+			NextProtos: []string{"http/1.1"},
+		})
 	}
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()

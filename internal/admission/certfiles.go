@@ -52,20 +52,29 @@ func (*certFiles) NeedLeaderElection() bool { return false }
 // readiness reports.
 func (c *certFiles) Start(ctx context.Context) error {
 	logger := log.FromContext(ctx).WithName("webhook-cert-files")
-	interval := c.fast
+	poll(ctx, c.clock, c.fast, c.slow, c.sync, func(err error) {
+		logger.Error(err, "copy the webhook serving certificate", "secret", c.secret.String())
+	})
+	return nil
+}
+
+// poll calls sync every fast until it first reports done, then every slow,
+// until ctx ends. Errors go to onErr and are retried at the same pace.
+func poll(ctx context.Context, clk clock.Clock, fast, slow time.Duration, sync func(context.Context) (bool, error), onErr func(error)) {
+	interval := fast
 	for {
-		written, err := c.sync(ctx)
+		done, err := sync(ctx)
 		if err != nil {
-			logger.Error(err, "copy the webhook serving certificate", "secret", c.secret.String())
+			onErr(err)
 		}
-		if written {
-			interval = c.slow
+		if done {
+			interval = slow
 		}
-		t := c.clock.NewTimer(interval)
+		t := clk.NewTimer(interval)
 		select {
 		case <-ctx.Done():
 			t.Stop()
-			return nil
+			return
 		case <-t.C():
 		}
 	}

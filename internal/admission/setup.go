@@ -2,6 +2,7 @@ package admission
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net/http"
@@ -45,6 +46,10 @@ type Config struct {
 	// ExtraDNSNames are further names the certificate is valid for, such
 	// as localhost when the API server calls the webhook by URL.
 	ExtraDNSNames []string
+	// CAConfigMapName, if set, is a ConfigMap in Namespace the operator
+	// keeps holding the CA certificate (key CAKey, no private key), for the
+	// resolvers to verify the activation server with.
+	CAConfigMapName string
 }
 
 // Validate reports a Config that cannot work.
@@ -68,18 +73,31 @@ func (c Config) dnsNames() []string {
 	return append([]string{svc, c.ServiceName, c.ServiceName + "." + c.Namespace, svc + ".cluster.local"}, c.ExtraDNSNames...)
 }
 
-// Poll intervals of certFiles: until the first pair is written, and
-// after. A variable so that the integration test can watch a renewal
-// without waiting half a minute.
+// Poll intervals of certFiles and caPublisher: until the first pair (CA)
+// is written, and after. A variable so that the integration test can watch
+// a renewal without waiting half a minute.
 var certFilesFast, certFilesSlow = time.Second, 30 * time.Second
 
+// Serving is what Setup gives the rest of the operator.
+type Serving struct {
+	// Ready is the replica's webhook readiness: not ready until the server
+	// answers TLS with the certificate, so a rolled-out operator means a
+	// working webhook.
+	Ready healthz.Checker
+	// GetCertificate hands the webhook's serving certificate, reloaded
+	// when it is renewed, to another TLS server of the operator (the
+	// activation server, on the same Service and so the same DNS names).
+	// It fails until the certificate is in place.
+	GetCertificate func(*tls.ClientHelloInfo) (*tls.Certificate, error)
+}
+
 // Setup adds the certificate rotator, the copy of its serving pair into
-// cfg.CertDir and the webhook server to mgr, all running on every replica
-// whether or not it leads. The server starts once the rotator reports the
-// certificate in place and the CA injected. The returned checker is the
-// replica's webhook readiness: not ready until the server answers TLS with
-// that certificate, so a rolled-out operator means a working webhook.
-func Setup(mgr ctrl.Manager, cfg Config) (healthz.Checker, error) {
+// cfg.CertDir, the publication of its CA (if cfg.CAConfigMapName is set),
+// the webhook server and the watch of the pair for other servers to mgr,
+// all running on every replica whether or not it leads. The webhook server
+// starts once the rotator reports the certificate in place and the CA
+// injected.
+func Setup(mgr ctrl.Manager, cfg Config) (*Serving, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
@@ -111,12 +129,24 @@ func Setup(mgr ctrl.Manager, cfg Config) (healthz.Checker, error) {
 	}); err != nil {
 		return nil, fmt.Errorf("add the webhook certificate copy: %w", err)
 	}
+	if cfg.CAConfigMapName != "" {
+		if err := mgr.Add(&caPublisher{
+			reader: mgr.GetAPIReader(), writer: mgr.GetClient(), secret: rot.SecretKey, configMap: cfg.CAConfigMapName,
+			clock: clock.RealClock{}, fast: certFilesFast, slow: certFilesSlow,
+		}); err != nil {
+			return nil, fmt.Errorf("add the CA publication: %w", err)
+		}
+	}
 	srv := webhook.NewServer(webhook.Options{Port: cfg.Port, CertDir: cfg.CertDir})
 	srv.Register(Path, ctrladmission.WithValidator[*elastiv1alpha1.ElastiService](mgr.GetScheme(), Validator{}))
 	if err := mgr.Add(&gatedServer{ready: ready, server: srv}); err != nil {
 		return nil, fmt.Errorf("add the webhook server: %w", err)
 	}
-	return readiness(ready, srv.StartedChecker()), nil
+	cert := &servingCert{ready: ready, dir: cfg.CertDir}
+	if err := mgr.Add(cert); err != nil {
+		return nil, fmt.Errorf("add the serving certificate watch: %w", err)
+	}
+	return &Serving{Ready: readiness(ready, srv.StartedChecker()), GetCertificate: cert.GetCertificate}, nil
 }
 
 // gatedServer starts the webhook server once ready is closed: started

@@ -56,8 +56,10 @@ const (
 //     ones pass;
 //   - a metadata-only update of an object whose stored schedule is now
 //     refused goes through, while a spec update of it does not;
-//   - a serving certificate close to expiry is renewed, and the server
-//     switches to the new one.
+//   - the CA is published in a ConfigMap, and the activation server speaks
+//     TLS with the webhook's certificate (activationOverTLS);
+//   - a serving certificate close to expiry is renewed, and the webhook
+//     and activation servers switch to the new one.
 func TestWebhook(t *testing.T) {
 	certFilesFast, certFilesSlow = 200*time.Millisecond, 500*time.Millisecond
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
@@ -89,7 +91,8 @@ func TestWebhook(t *testing.T) {
 	}
 	t.Cleanup(func() {
 		bg := context.Background()
-		for _, obj := range []client.Object{vwc, secretObj} {
+		caCM := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: operatorNS, Name: caConfigMapName}}
+		for _, obj := range []client.Object{vwc, secretObj, caCM} {
 			if err := c.Delete(bg, obj); err != nil && !apierrors.IsNotFound(err) {
 				t.Errorf("delete %s: %v", obj.GetName(), err)
 			}
@@ -106,11 +109,13 @@ func TestWebhook(t *testing.T) {
 		t.Fatal(err)
 	}
 	certDir := t.TempDir()
-	ready, err := Setup(mgr, Config{Port: port, CertDir: certDir, Namespace: operatorNS, SecretName: secretName,
-		ServiceName: service, ConfigurationName: vwc.Name, ExtraDNSNames: []string{"localhost"}})
+	serving, err := Setup(mgr, Config{Port: port, CertDir: certDir, Namespace: operatorNS, SecretName: secretName,
+		ServiceName: service, ConfigurationName: vwc.Name, ExtraDNSNames: []string{"localhost"}, CAConfigMapName: caConfigMapName})
 	if err != nil {
 		t.Fatal(err)
 	}
+	ready := serving.Ready
+	activationPort := addActivationServer(t, mgr, serving)
 	probe := httptest.NewRequest("GET", "/readyz", nil)
 	if err := ready(probe); err == nil {
 		t.Fatal("ready before the manager started")
@@ -151,6 +156,10 @@ func TestWebhook(t *testing.T) {
 	if served := servedCert(t, port, roots); !served.Equal(leaf) {
 		t.Errorf("the server presents serial %s, the Secret holds %s", served.SerialNumber, leaf.SerialNumber)
 	}
+
+	t.Run("activation over TLS", func(t *testing.T) {
+		activationOverTLS(t, ctx, c, activationPort, caPEM)
+	})
 
 	t.Run("schedules", func(t *testing.T) {
 		for _, tc := range []struct{ name, schedule, parserErr string }{
@@ -285,6 +294,9 @@ func TestWebhook(t *testing.T) {
 			}
 			if served := servedCert(t, port, roots); !served.Equal(renewed) {
 				return fmt.Errorf("the server presents serial %s, want the renewed %s", served.SerialNumber, renewed.SerialNumber)
+			}
+			if served := servedCert(t, activationPort, roots); !served.Equal(renewed) {
+				return fmt.Errorf("the activation server presents serial %s, want the renewed %s", served.SerialNumber, renewed.SerialNumber)
 			}
 			return nil
 		})

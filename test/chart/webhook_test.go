@@ -126,7 +126,7 @@ func TestWebhookMatchesKustomize(t *testing.T) {
 	if diff := cmp.Diff([]string{"elasti-x-webhook"}, named(cr.Rules)); diff != "" {
 		t.Errorf("ClusterRole writes (-want +got)\n%s", diff)
 	}
-	if diff := cmp.Diff([]string{"elasti-x-webhook-cert"}, named(role.Rules)); diff != "" {
+	if diff := cmp.Diff([]string{"elasti-x-webhook-cert", "elasti-x-activation-ca"}, named(role.Rules)); diff != "" {
 		t.Errorf("Role writes (-want +got)\n%s", diff)
 	}
 }

@@ -21,6 +21,7 @@ too, so two releases never collide.
 {{- define "elasti.resolverMetricsName" -}}{{ include "elasti.fullname" . }}-resolver-metrics{{- end -}}
 {{- define "elasti.webhookName" -}}{{ include "elasti.fullname" . }}-webhook{{- end -}}
 {{- define "elasti.webhookSecretName" -}}{{ include "elasti.fullname" . }}-webhook-cert{{- end -}}
+{{- define "elasti.activationCAName" -}}{{ include "elasti.fullname" . }}-activation-ca{{- end -}}
 
 {{/* Labels on every object. */}}
 {{- define "elasti.labels" -}}
@@ -55,9 +56,12 @@ app.kubernetes.io/component: {{ .component }}
 {{- printf "%s:%s" .image.repository (default .root.Chart.AppVersion .image.tag | toString) -}}
 {{- end -}}
 
-{{/* The operator URL the resolvers call for activation. */}}
+{{/*
+The operator URL the resolvers call for activation: TLS with the webhook's
+certificate, or plain HTTP when the webhook (and so the certificate) is off.
+*/}}
 {{- define "elasti.operatorURL" -}}
-{{- printf "http://%s.%s.svc:8013" (include "elasti.operatorName" .) .Release.Namespace -}}
+{{- printf "%s://%s.%s.svc:8013" (ternary "https" "http" .Values.webhook.enabled) (include "elasti.operatorName" .) .Release.Namespace -}}
 {{- end -}}
 
 {{/* The Prometheus job labels of the scraped Services (ServiceMonitor default: the Service name). */}}
