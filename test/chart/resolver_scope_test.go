@@ -2,8 +2,6 @@ package chart
 
 import (
 	"maps"
-	"os"
-	"os/exec"
 	"regexp"
 	"slices"
 	"strings"
@@ -24,18 +22,8 @@ type renderedObject struct {
 // set (helm --set syntax, may be empty).
 func renderObjects(t *testing.T, set string) []renderedObject {
 	t.Helper()
-	args := []string{"template", "elasti", chartDir, "--namespace", "elasti-system", "--kube-version", "v1.35.4"}
-	if set != "" {
-		args = append(args, "--set", set)
-	}
-	cmd := exec.Command(helmBinary(t), args...)
-	cmd.Env = append(os.Environ(), "HELM_CACHE_HOME="+t.TempDir(), "HELM_CONFIG_HOME="+t.TempDir(), "HELM_DATA_HOME="+t.TempDir())
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		t.Fatalf("helm template: %v\n%s", err, out)
-	}
 	var objs []renderedObject
-	for _, doc := range regexp.MustCompile(`(?m)^---\s*$`).Split(string(out), -1) {
+	for _, doc := range regexp.MustCompile(`(?m)^---\s*$`).Split(helmTemplate(t, "elasti", "elasti-system", set), -1) {
 		var meta struct {
 			Kind     string `json:"kind"`
 			Metadata struct {

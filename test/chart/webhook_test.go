@@ -16,12 +16,11 @@ import (
 	"sigs.k8s.io/yaml"
 )
 
-// rendered is `helm template` output split by kind/name.
-type rendered map[string]string
-
-func render(t *testing.T, set string) rendered {
+// helmTemplate renders the chart as release in namespace with set (helm
+// --set syntax, may be empty), with helm state kept out of $HOME.
+func helmTemplate(t *testing.T, release, namespace, set string) string {
 	t.Helper()
-	args := []string{"template", "elasti-x", chartDir, "--namespace", "platform", "--kube-version", "v1.35.4"}
+	args := []string{"template", release, chartDir, "--namespace", namespace, "--kube-version", "v1.35.4"}
 	if set != "" {
 		args = append(args, "--set", set)
 	}
@@ -31,8 +30,16 @@ func render(t *testing.T, set string) rendered {
 	if err != nil {
 		t.Fatalf("helm template: %v\n%s", err, out)
 	}
+	return string(out)
+}
+
+// rendered is `helm template` output split by kind/name.
+type rendered map[string]string
+
+func render(t *testing.T, set string) rendered {
+	t.Helper()
 	r := rendered{}
-	for _, doc := range regexp.MustCompile(`(?m)^---\s*$`).Split(string(out), -1) {
+	for _, doc := range regexp.MustCompile(`(?m)^---\s*$`).Split(helmTemplate(t, "elasti-x", "platform", set), -1) {
 		var meta struct {
 			Kind     string `json:"kind"`
 			Metadata struct {
