@@ -5,6 +5,8 @@ package e2e
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -27,8 +29,11 @@ import (
 
 // activate POSTs an activation call for ns/name to the operator's Service
 // from the node's network, with token as bearer unless empty, and returns the
-// status code.
-func activate(ctx context.Context, e *Env, ns, name, token string) (int, string, error) {
+// status code. The call goes over TLS verified as the resolver verifies it:
+// against the CA the operator publishes in the ConfigMap
+// elasti-activation-ca, for the Service's DNS name. With plain, it goes
+// over plain HTTP instead.
+func activate(ctx context.Context, e *Env, ns, name, token string, plain bool) (int, string, error) {
 	var svc corev1.Service
 	if err := e.Client.Get(ctx, client.ObjectKey{Namespace: ElastiNamespace, Name: OperatorDeployment}, &svc); err != nil {
 		return 0, "", err
@@ -37,7 +42,23 @@ func activate(ctx context.Context, e *Env, ns, name, token string) (int, string,
 	if err != nil {
 		return 0, "", err
 	}
-	url := "http://" + net.JoinHostPort(svc.Spec.ClusterIP, fmt.Sprint(contract.DefaultActivationPort)) + contract.ActivationPath
+	scheme, c := "http", e.HTTPClient()
+	if !plain {
+		var ca corev1.ConfigMap
+		if err := e.Client.Get(ctx, client.ObjectKey{Namespace: ElastiNamespace, Name: "elasti-activation-ca"}, &ca); err != nil {
+			return 0, "", fmt.Errorf("the operator's published CA: %w", err)
+		}
+		roots := x509.NewCertPool()
+		if !roots.AppendCertsFromPEM([]byte(ca.Data["ca.crt"])) {
+			return 0, "", fmt.Errorf("ConfigMap elasti-activation-ca holds no PEM certificate in ca.crt")
+		}
+		scheme = "https"
+		c = &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{
+			DialContext:     e.Dialer.DialContext,
+			TLSClientConfig: &tls.Config{RootCAs: roots, ServerName: OperatorDeployment + "." + ElastiNamespace + ".svc", MinVersion: tls.VersionTLS12},
+		}}
+	}
+	url := scheme + "://" + net.JoinHostPort(svc.Spec.ClusterIP, fmt.Sprint(contract.DefaultActivationPort)) + contract.ActivationPath
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
 	if err != nil {
 		return 0, "", err
@@ -46,7 +67,7 @@ func activate(ctx context.Context, e *Env, ns, name, token string) (int, string,
 	if token != "" {
 		req.Header.Set("Authorization", "Bearer "+token)
 	}
-	resp, err := e.HTTPClient().Do(req)
+	resp, err := c.Do(req)
 	if err != nil {
 		return 0, "", err
 	}
@@ -85,12 +106,16 @@ func TestActivationRefused(t *testing.T) {
 
 	cases := []struct {
 		name, token string
+		plain       bool
 		want        int
 	}{
-		{"no token", "", http.StatusUnauthorized},
-		{"not a token", "not-a-token", http.StatusUnauthorized},
-		{"another ServiceAccount's token", otherSA, http.StatusForbidden},
-		{"the resolver's API-audience token", resolverAPIToken, http.StatusUnauthorized},
+		{"no token", "", false, http.StatusUnauthorized},
+		{"not a token", "not-a-token", false, http.StatusUnauthorized},
+		{"another ServiceAccount's token", otherSA, false, http.StatusForbidden},
+		{"the resolver's API-audience token", resolverAPIToken, false, http.StatusUnauthorized},
+		// The activation port speaks TLS only: Go's TLS server answers a
+		// plain HTTP request with 400 before any handler runs.
+		{"plain HTTP", otherSA, true, http.StatusBadRequest},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -100,7 +125,7 @@ func TestActivationRefused(t *testing.T) {
 			// retried; any answer is final.
 			Eventually(t, 30*time.Second, 250*time.Millisecond, func(ctx context.Context) error {
 				var err error
-				code, body, err = activate(ctx, e, ns, "demoapp", c.token)
+				code, body, err = activate(ctx, e, ns, "demoapp", c.token, c.plain)
 				return err
 			})
 			if code != c.want {
