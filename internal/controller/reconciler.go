@@ -135,7 +135,7 @@ func (r *Reconciler) execute(ctx context.Context, es *elastiv1alpha1.ElastiServi
 	if len(want) > 0 {
 		// The allocation is durable before a slice uses it, so that a
 		// leader elected after a crash here sees these ports as taken.
-		if err := r.recordProxyPorts(ctx, es, o.ports); err != nil {
+		if err := r.recordProxyPorts(ctx, es, o, p, fx); err != nil {
 			return fx, err
 		}
 	}

@@ -11,7 +11,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/klog/v2"
 	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	elastiv1alpha1 "elasti.dev/elasti/api/v1alpha1"
 	"elasti.dev/elasti/internal/contract"
@@ -193,32 +192,23 @@ func (r *Reconciler) writeStatus(ctx context.Context, es *elastiv1alpha1.ElastiS
 	return nil
 }
 
-// recordProxyPorts writes the allocation to status.proxyPorts, and mode
-// proxy, ahead of the rest of the status, when the status does not record
-// them yet. A proxy slice may use a port only once the status records it:
-// the statuses are all a new leader knows about taken ports, so a crash
-// between a slice write and a later status write would let it hand a port
-// that a slice routes to another ElastiService. The resolvers map a port
-// only while its ElastiService is in proxy mode (so that a warm backend is
-// never reachable through them), so the mode, too, is recorded before the
-// slice sends them traffic. The patch is optimistic, as writeStatus's
-// update is.
-func (r *Reconciler) recordProxyPorts(ctx context.Context, es *elastiv1alpha1.ElastiService, ports []elastiv1alpha1.ProxyPort) error {
-	if equality.Semantic.DeepEqual(es.Status.ProxyPorts, ports) && es.Status.Mode == elastiv1alpha1.ModeProxy {
+// recordProxyPorts writes the status this reconcile plans, with
+// status.proxyPorts and mode proxy, ahead of the proxy slice, when the
+// status does not record them yet. A proxy slice may use a port only once
+// the status records it: the statuses are all a new leader knows about
+// taken ports, so a crash between a slice write and a later status write
+// would let it hand a port that a slice routes to another ElastiService.
+// The resolvers map a port only while its ElastiService is in proxy mode
+// (so that a warm backend is never reachable through them), so the mode,
+// too, is recorded before the slice sends them traffic. The whole planned
+// status goes out, not the mode alone: the phase is read back from the
+// mode and the Active reason together (currentPhase), and proxy mode with
+// the Active reason of serve would read as a wake in progress.
+func (r *Reconciler) recordProxyPorts(ctx context.Context, es *elastiv1alpha1.ElastiService, o observed, p plan, fx effects) error {
+	if equality.Semantic.DeepEqual(es.Status.ProxyPorts, o.ports) && es.Status.Mode == elastiv1alpha1.ModeProxy {
 		return nil
 	}
-	orig := es.DeepCopy()
-	was := modeOrServe(es.Status.Mode)
-	es.Status.ProxyPorts = ports
-	es.Status.Mode = elastiv1alpha1.ModeProxy
-	if err := r.client.Status().Patch(ctx, es, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{})); err != nil {
-		return fmt.Errorf("record proxyPorts of ElastiService %s/%s: %w", es.Namespace, es.Name, err)
-	}
-	if was != elastiv1alpha1.ModeProxy {
-		r.recorder.Eventf(es, nil, corev1.EventTypeNormal, EventModeChanged, "SwitchMode", "mode %s -> %s", was, elastiv1alpha1.ModeProxy)
-	}
-	ctrl.LoggerFrom(ctx).V(1).Info("proxyPorts and proxy mode recorded", "elastiservice", klog.KObj(es), "ports", len(ports))
-	return nil
+	return r.writeStatus(ctx, es, o, p, fx)
 }
 
 // modeOrServe reads an unset mode (a new ElastiService) as serve, so that

@@ -38,6 +38,10 @@ type Endpoints struct {
 	// feeds holds the current feed of each Service that has one.
 	feeds    map[types.NamespacedName]feedState
 	lastFeed uint64
+	// readyEpochs counts, per Service, its turns from no ready endpoint to
+	// some, so that the activation loop can tell a new sleep from the wake
+	// it is waiting on (ReadyEpoch).
+	readyEpochs map[types.NamespacedName]uint64
 }
 
 type feedState struct {
@@ -62,9 +66,10 @@ type sliceEndpoints struct {
 // NewEndpoints returns an empty tracker.
 func NewEndpoints() *Endpoints {
 	return &Endpoints{
-		services:   map[types.NamespacedName]*serviceEndpoints{},
-		sliceOwner: map[types.NamespacedName]types.NamespacedName{},
-		feeds:      map[types.NamespacedName]feedState{},
+		services:    map[types.NamespacedName]*serviceEndpoints{},
+		sliceOwner:  map[types.NamespacedName]types.NamespacedName{},
+		feeds:       map[types.NamespacedName]feedState{},
+		readyEpochs: map[types.NamespacedName]uint64{},
 	}
 }
 
@@ -270,6 +275,9 @@ func (e *Endpoints) rebuildLocked(svc types.NamespacedName, se *serviceEndpoints
 		slices.Sort(addrs)
 		ready[name] = slices.Compact(addrs)
 	}
+	if len(se.ready) == 0 && len(ready) > 0 {
+		e.readyEpochs[svc]++
+	}
 	se.ready = ready
 	close(se.changed)
 	se.changed = make(chan struct{})
@@ -360,6 +368,15 @@ func (e *Endpoints) rotateLocked(svc types.NamespacedName, portName string) (add
 
 // Changed returns a channel closed at the next change to the Service's
 // slices. Take it before checking Ready so that no event is missed.
+// ReadyEpoch counts svc's turns from no ready endpoint to some. Two reads
+// that differ mean the Service was ready at some moment in between, even if
+// it is not any more.
+func (e *Endpoints) ReadyEpoch(svc types.NamespacedName) uint64 {
+	e.mu.RLock()
+	defer e.mu.RUnlock()
+	return e.readyEpochs[svc]
+}
+
 func (e *Endpoints) Changed(svc types.NamespacedName) <-chan struct{} {
 	e.mu.RLock()
 	if se, ok := e.services[svc]; ok {

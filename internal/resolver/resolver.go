@@ -80,6 +80,7 @@ func New(ports *PortMap, endpoints *Endpoints, opts Options) (*Resolver, error) 
 		metrics:        opts.Metrics,
 		needed:         r.wakeNeeded,
 		changed:        func(t Target) <-chan struct{} { return endpoints.Changed(t.Service) },
+		readyEpoch:     func(t Target) uint64 { return endpoints.ReadyEpoch(t.Service) },
 		callTimeout:    opts.ActivationTimeout,
 		initialBackoff: opts.ActivationBackoff,
 		maxBackoff:     opts.ActivationMaxBackoff,

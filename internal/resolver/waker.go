@@ -42,6 +42,9 @@ type waker struct {
 	// changed returns a channel closed at the next endpoint change of the
 	// target's Service.
 	changed func(Target) <-chan struct{}
+	// readyEpoch counts the turns of the target's Service from no ready
+	// endpoint to some (Endpoints.ReadyEpoch).
+	readyEpoch func(Target) uint64
 
 	callTimeout    time.Duration
 	initialBackoff time.Duration
@@ -92,7 +95,7 @@ func (w *waker) run(ctx context.Context, t Target) {
 		// Taken before the call, so that the target turning ready during
 		// the call still ends this loop; otherwise a later sleep would find
 		// it waiting out the refresh interval instead of calling at once.
-		changed := w.changed(t)
+		changed, epoch := w.changed(t), w.readyEpoch(t)
 		callCtx, cancel := context.WithTimeout(ctx, w.callTimeout)
 		resp, err := w.activator.Activate(callCtx, t.ElastiService.Namespace, t.ElastiService.Name)
 		cancel()
@@ -110,7 +113,7 @@ func (w *waker) run(ctx context.Context, t Target) {
 			log.Error(err, "activation failed", "result", result, "retryIn", backoff)
 			wait, backoff = backoff, min(2*backoff, w.maxBackoff)
 		}
-		if !w.wait(ctx, t, wait, changed) {
+		if !w.wait(ctx, t, wait, changed, epoch) {
 			return
 		}
 	}
@@ -118,8 +121,13 @@ func (w *waker) run(ctx context.Context, t Target) {
 
 // wait sleeps until d has passed, and reports whether the loop goes on. It
 // ends the loop early when an endpoint change (the first one on changed)
-// shows the target no longer needs waking, or when ctx is done.
-func (w *waker) wait(ctx context.Context, t Target, d time.Duration, changed <-chan struct{}) bool {
+// shows the target no longer needs waking, or when ctx is done. It ends the
+// wait early, for a call at once, when the target was ready at some moment
+// since the last call (its ready epoch moved on) and needs waking again:
+// that is a new sleep, whose first held request must not wait out this
+// wake's refresh interval, even when this loop saw the ready endpoint only
+// after it was gone again.
+func (w *waker) wait(ctx context.Context, t Target, d time.Duration, changed <-chan struct{}, epoch uint64) bool {
 	timer := w.clock.NewTimer(d)
 	defer timer.Stop()
 	for {
@@ -130,6 +138,9 @@ func (w *waker) wait(ctx context.Context, t Target, d time.Duration, changed <-c
 			changed = w.changed(t)
 			if !w.stillNeeded(t) {
 				return false
+			}
+			if w.readyEpoch(t) != epoch {
+				return true
 			}
 		case <-ctx.Done():
 			w.mu.Lock()
