@@ -234,7 +234,8 @@ func TestWake(t *testing.T) {
 		if !strings.Contains(out, "elastiservice "+f.ns+"/sleepy: awake (mode serve)") {
 			t.Errorf("wake --wait output: %s", out)
 		}
-		stop()
+		// The fake operator has acted (the wait saw it), so it returns once
+		// its status write is done; cancelling first could cut that write.
 		if err := <-done; err != nil {
 			t.Errorf("fake operator: %v", err)
 		}
