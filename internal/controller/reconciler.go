@@ -142,12 +142,9 @@ func (r *Reconciler) execute(ctx context.Context, es *elastiv1alpha1.ElastiServi
 	if err := r.ensureSlices(ctx, es, want); err != nil {
 		return fx, err
 	}
-	switch {
-	case p.failOpen && o.refusal.refused():
-		log.Info("Service refused: proxy slice removed, target kept awake", "reason", o.refusal.reason)
-		r.recorder.Eventf(es, nil, corev1.EventTypeWarning, o.refusal.reason, "FailOpen",
-			"removed the proxy EndpointSlice and kept %s %s awake: %s", es.Spec.ScaleTargetRef.Kind, es.Spec.ScaleTargetRef.Name, o.refusal.message)
-	case p.failOpen:
+	// A refusal that leaves the data path is announced by writeStatus, with
+	// the refusal's own reason.
+	if p.failOpen && !o.refusal.refused() {
 		log.Info("no ready resolvers: proxy slice removed, target kept awake")
 		r.recorder.Eventf(es, nil, corev1.EventTypeWarning, EventResolversGone, "FailOpen",
 			"no ready resolver in %s: removed the proxy EndpointSlice and kept %s %s awake", r.cfg.ResolverNamespace, es.Spec.ScaleTargetRef.Kind, es.Spec.ScaleTargetRef.Name)

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"sort"
-	"strings"
 	"sync"
 
 	corev1 "k8s.io/api/core/v1"
@@ -334,12 +333,13 @@ func claimedWhat(reason string) string {
 	return "scale target"
 }
 
-// sameTarget compares two target references by group, kind and name.
+// sameTarget compares two target references by group, kind and name, as
+// the target index does.
 func sameTarget(a, b elastiv1alpha1.ScaleTargetRef) bool {
 	ga, erra := scaling.TargetGVK(a)
 	gb, errb := scaling.TargetGVK(b)
 	if erra != nil || errb != nil {
 		return a == b
 	}
-	return ga.Group == gb.Group && strings.EqualFold(ga.Kind, gb.Kind) && a.Name == b.Name
+	return targetKey(ga.Group, ga.Kind, a.Name) == targetKey(gb.Group, gb.Kind, b.Name)
 }

@@ -178,9 +178,8 @@ func (r *Reconciler) writeStatus(ctx context.Context, es *elastiv1alpha1.ElastiS
 		r.recorder.Eventf(es, nil, corev1.EventTypeWarning, EventTriggerUnhealthy, "EvaluateTriggers", "%s: %s", now.Reason, now.Message)
 	}
 	if was, now := meta.FindStatusCondition(es.Status.Conditions, elastiv1alpha1.ConditionReady),
-		meta.FindStatusCondition(st.Conditions, elastiv1alpha1.ConditionReady); now != nil && isRefusal(now.Reason) && !p.failOpen &&
+		meta.FindStatusCondition(st.Conditions, elastiv1alpha1.ConditionReady); now != nil && isRefusal(now.Reason) &&
 		(was == nil || was.Reason != now.Reason || was.Message != now.Message) {
-		// A refusal that had to wake the target was announced by execute.
 		r.recorder.Eventf(es, nil, corev1.EventTypeWarning, now.Reason, "Refuse", "%s", now.Message)
 	}
 	stamp(&st, o.now)
