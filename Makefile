@@ -14,7 +14,10 @@ GOLANGCI_LINT := $(TOOLS)/golangci-lint-$(GOLANGCI_LINT_VERSION)
 
 # The Kubernetes version the tests and the local cluster run; hack/k8s-binaries.sh
 # builds it into a cache outside the repo.
-export K8S_VERSION ?= v1.35.4
+export K8S_VERSION ?= v1.37.2
+# The oldest Kubernetes version Elasti supports; `make test` runs the
+# integration tests against it too.
+OLDEST_K8S_VERSION := v1.35.4
 K8S_BIN = $$(hack/k8s-binaries.sh)
 
 # Time each fuzz target runs inside `make test-unit`.
@@ -60,7 +63,7 @@ verify: generate manifests $(GOLANGCI_LINT) ## Prove generated files are current
 	@$(MAKE) --no-print-directory helm-verify
 
 .PHONY: test
-test: deps test-unit test-integration test-e2e ## Run every test tier: unit, integration (envtest), end-to-end.
+test: deps test-unit test-integration test-integration-oldest test-e2e ## Run every test tier: unit, integration (envtest, newest and oldest Kubernetes), end-to-end.
 
 .PHONY: test-unit
 test-unit: ## Unit tests under the race detector, then each fuzz target for $(FUZZTIME).
@@ -73,6 +76,10 @@ test-integration: deps ## Integration tests against a real kube-apiserver and et
 	KUBEBUILDER_ASSETS=$(K8S_BIN) ELASTI_INTEGRATION_REPORT=$(CURDIR)/bin/integration-apiservers.txt \
 	  go test -race -count=1 -tags integration -p 1 ./...
 	@echo "integration tests ran against these control planes:"; sort bin/integration-apiservers.txt
+
+.PHONY: test-integration-oldest
+test-integration-oldest: deps ## The integration tests against the oldest supported Kubernetes ($(OLDEST_K8S_VERSION)).
+	@$(MAKE) --no-print-directory test-integration K8S_VERSION=$(OLDEST_K8S_VERSION) ELASTI_K8S_ENVTEST_ONLY=1
 
 .PHONY: test-e2e
 test-e2e: deps ## End-to-end tests on the local cluster.

@@ -9,7 +9,7 @@ root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$root"
 helm=$(hack/helm.sh)
 chart=charts/elasti
-kube=${K8S_VERSION:-v1.35.4}
+kube=${K8S_VERSION:-v1.37.2}
 
 # name | --set flags | a kind the output must contain ("-": none)
 cases=(

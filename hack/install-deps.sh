@@ -46,6 +46,7 @@ PACKAGES=(
   # tools kube-proxy and the harness call. None of their services is started.
   containerd runc containernetworking-plugins
   iptables nftables conntrack iproute2 util-linux
+  ipset        # kube-router's network policy controller (NetworkPolicy enforcement)
 )
 missing=()
 for p in "${PACKAGES[@]}"; do

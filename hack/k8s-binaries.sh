@@ -9,18 +9,35 @@
 # module with its v0.<minor>.<patch> twin (upstream's own replace directives
 # point into its source tree, which a dependency cannot use).
 #
+# kube-router's network policy controller (the local cluster's NetworkPolicy
+# enforcement, docs/local-cluster.md) comes from a third throwaway module. Its
+# last release under the v1 module path is served by the module proxy; the
+# newer /v2 releases are not. Its pinned gobgp v3.14.0 is not in the checksum
+# database, so the build requires a served gobgp instead (only the BGP
+# router, which the cluster does not run, uses it).
+#
+# The Prometheus adapter (the local cluster's external.metrics.k8s.io, for an
+# HPA fed by a real External metric) comes from a fourth throwaway module.
+#
 # Idempotent: when the cache already holds every binary for these versions it
 # prints the directory and exits. Prints the directory on stdout, progress on
 # stderr.
 set -euo pipefail
 
-K8S_VERSION=${K8S_VERSION:-v1.35.4}
+K8S_VERSION=${K8S_VERSION:-v1.37.2}
 ETCD_VERSION=${ETCD_VERSION:-v3.5.35}
+KUBE_ROUTER_VERSION=${KUBE_ROUTER_VERSION:-v1.6.1}
+GOBGP_VERSION=v3.37.0
+PROMETHEUS_ADAPTER_VERSION=${PROMETHEUS_ADAPTER_VERSION:-v0.12.0}
 CACHE=${ELASTI_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/elasti}
 OUT="$CACHE/k8s-$K8S_VERSION"
 STAMP="$OUT/.stamp"
-WANT="k8s=$K8S_VERSION etcd=$ETCD_VERSION"
+WANT="k8s=$K8S_VERSION etcd=$ETCD_VERSION kube-router=$KUBE_ROUTER_VERSION prometheus-adapter=$PROMETHEUS_ADAPTER_VERSION"
 K8S_CMDS=(kube-apiserver kube-controller-manager kube-scheduler kubelet kube-proxy kubectl)
+# ELASTI_K8S_ENVTEST_ONLY=1 builds only what envtest runs (etcd and the
+# kube-apiserver): the oldest supported version is tested with envtest only.
+ENVTEST_ONLY=${ELASTI_K8S_ENVTEST_ONLY:-}
+[[ -n $ENVTEST_ONLY ]] && K8S_CMDS=(kube-apiserver)
 
 export GOTOOLCHAIN=local GOFLAGS=-buildvcs=false CGO_ENABLED=0
 
@@ -44,6 +61,7 @@ complete() {
   [[ -f "$STAMP" && "$(cat "$STAMP")" == "$WANT" ]] || return 1
   local b
   for b in etcd "${K8S_CMDS[@]}"; do [[ -x "$OUT/$b" ]] || return 1; done
+  [[ -n $ENVTEST_ONLY || (-x "$OUT/kube-router" && -x "$OUT/prometheus-adapter") ]]
 }
 
 if complete; then
@@ -110,8 +128,34 @@ build_kubernetes() {
     bash -c 'cd "$1" && shift && go build -mod=mod -trimpath -ldflags "$1" -o "$2/" "${@:3}"' _ "$d" "$ldflags" "$OUT" "${pkgs[@]}"
 }
 
+build_kube_router() {
+  [[ -x "$OUT/kube-router" && -f "$STAMP" ]] && grep -q "kube-router=$KUBE_ROUTER_VERSION" "$STAMP" && return 0
+  local d="$work/kube-router"
+  mkdir -p "$d"
+  # go get resolves the rest of the build list from these two exact versions
+  # (the same list every time: released modules do not change).
+  (cd "$d" && go mod init elasti.local/kube-router-build >/dev/null 2>&1 &&
+    go get "github.com/cloudnativelabs/kube-router@$KUBE_ROUTER_VERSION" "github.com/osrg/gobgp/v3/pkg/server@$GOBGP_VERSION" >/dev/null 2>&1) ||
+    { log "could not resolve kube-router $KUBE_ROUTER_VERSION with gobgp $GOBGP_VERSION from the module proxy"; return 1; }
+  progress "kube-router $KUBE_ROUTER_VERSION" "about two minutes" \
+    bash -c 'cd "$1" && go build -mod=mod -trimpath -ldflags "-s -w" -o "$2/kube-router" github.com/cloudnativelabs/kube-router/cmd/kube-router' _ "$d" "$OUT"
+}
+
+build_prometheus_adapter() {
+  [[ -x "$OUT/prometheus-adapter" && -f "$STAMP" ]] && grep -q "prometheus-adapter=$PROMETHEUS_ADAPTER_VERSION" "$STAMP" && return 0
+  local d="$work/prometheus-adapter"
+  mkdir -p "$d"
+  (cd "$d" && go mod init elasti.local/prometheus-adapter-build >/dev/null 2>&1 &&
+    go get "sigs.k8s.io/prometheus-adapter@$PROMETHEUS_ADAPTER_VERSION" >/dev/null 2>&1) ||
+    { log "could not resolve prometheus-adapter $PROMETHEUS_ADAPTER_VERSION from the module proxy"; return 1; }
+  progress "prometheus-adapter $PROMETHEUS_ADAPTER_VERSION" "about three minutes" \
+    bash -c 'cd "$1" && go build -mod=mod -trimpath -ldflags "-s -w" -o "$2/prometheus-adapter" sigs.k8s.io/prometheus-adapter/cmd/adapter' _ "$d" "$OUT"
+}
+
 build_etcd
+[[ -n $ENVTEST_ONLY ]] || build_kube_router
+[[ -n $ENVTEST_ONLY ]] || build_prometheus_adapter
 build_kubernetes
-echo "$WANT" >"$STAMP"
+[[ -n $ENVTEST_ONLY && -f "$STAMP" ]] || echo "$WANT" >"$STAMP"
 log "binaries ready in $OUT"
 echo "$OUT"

@@ -36,7 +36,7 @@ func helmBinary(t *testing.T) string {
 // misspelt or misplaced field fails here rather than at install time.
 func TestRenderedObjectsDecodeStrictly(t *testing.T) {
 	helm := helmBinary(t)
-	cmd := exec.Command(helm, "template", "elasti", chartDir, "--namespace", "elasti-system", "--kube-version", "v1.35.4",
+	cmd := exec.Command(helm, "template", "elasti", chartDir, "--namespace", "elasti-system", "--kube-version", "v1.37.2",
 		"--set", "serviceMonitor.enabled=true,prometheusRule.enabled=true,resolver.autoscaling.enabled=true,grafanaDashboard.enabled=true,"+
 			"watchNamespaces={team-a},sentry.existingSecret=sentry,operator.activationAudiences={elasti},resolver.declarePortRange=true")
 	cmd.Env = append(os.Environ(), "HELM_CACHE_HOME="+t.TempDir(), "HELM_CONFIG_HOME="+t.TempDir(), "HELM_DATA_HOME="+t.TempDir())

@@ -20,7 +20,7 @@ import (
 // --set syntax, may be empty), with helm state kept out of $HOME.
 func helmTemplate(t *testing.T, release, namespace, set string) string {
 	t.Helper()
-	args := []string{"template", release, chartDir, "--namespace", namespace, "--kube-version", "v1.35.4"}
+	args := []string{"template", release, chartDir, "--namespace", namespace, "--kube-version", "v1.37.2"}
 	if set != "" {
 		args = append(args, "--set", set)
 	}

@@ -54,6 +54,15 @@ func (c Config) components() []component {
 			"--service-account-signing-key-file=" + pki("sa.key"),
 			"--authorization-mode=Node,RBAC",
 			"--enable-admission-plugins=NodeRestriction,ServiceAccount",
+			// API aggregation (the Prometheus adapter): the front proxy's
+			// client certificate comes from the cluster CA, and only that
+			// name may assert a user in request headers.
+			"--requestheader-client-ca-file=" + pki("ca.crt"),
+			"--requestheader-allowed-names=front-proxy-client",
+			"--requestheader-username-headers=X-Remote-User", "--requestheader-group-headers=X-Remote-Group",
+			"--requestheader-extra-headers-prefix=X-Remote-Extra-",
+			"--proxy-client-cert-file=" + pki("front-proxy-client.crt"), "--proxy-client-key-file=" + pki("front-proxy-client.key"),
+			"--enable-aggregator-routing=true",
 			"--allow-privileged=true", "--profiling=false", "--v=1",
 		}},
 		{name: "kube-controller-manager", bin: c.bin("kube-controller-manager"), args: []string{
@@ -83,6 +92,17 @@ func (c Config) components() []component {
 		}},
 		{name: "kube-proxy", bin: c.bin("kube-proxy"), args: []string{
 			"--config=" + filepath.Join(etc, "kube-proxy.yaml"), "--v=1",
+		}},
+		// NetworkPolicy enforcement: kube-router's network policy controller
+		// alone (no routing, no service proxy, no CNI), filtering the bridged
+		// pod traffic with iptables and ipsets inside the node's namespace.
+		// Like most network plugins it admits whatever the node itself sends
+		// (kubelet probes, the tests' own clients). It reads the API with the
+		// admin certificate: a test cluster, not a model for RBAC.
+		{name: "kube-router", bin: c.bin("kube-router"), args: []string{
+			"--kubeconfig=" + c.Kubeconfig(), "--hostname-override=" + c.NodeName,
+			"--run-firewall=true", "--run-router=false", "--run-service-proxy=false", "--enable-cni=false",
+			"--metrics-port=0", "--health-port=20244", "--iptables-sync-period=1m", "--v=1",
 		}},
 	}
 }

@@ -42,6 +42,12 @@ func (c Config) certSpecs() []certSpec {
 		{name: "kube-proxy", cn: "system:kube-proxy", client: true},
 		{name: "kubelet", cn: "system:node:" + c.NodeName, orgs: []string{"system:nodes"}, client: true},
 		{name: "kubelet-serving", cn: c.NodeName, server: true, dnsSANs: []string{c.NodeName}, ipSANs: []net.IP{c.NodeIP.AsSlice()}},
+		// The API aggregation layer: the kube-apiserver's client identity
+		// towards aggregated API servers, and the Prometheus adapter's
+		// serving certificate (its Service's name and the node address).
+		{name: "front-proxy-client", cn: "front-proxy-client", client: true},
+		{name: "metrics-adapter", cn: "elasti-metrics-adapter", server: true,
+			dnsSANs: []string{"elasti-metrics-adapter.kube-system.svc"}, ipSANs: []net.IP{c.NodeIP.AsSlice()}},
 	}
 }
 

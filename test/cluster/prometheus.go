@@ -44,7 +44,7 @@ func (c Config) addons() []component {
 		return nil
 	}
 	self, _ := os.Executable()
-	return []component{{name: PrometheusSDComponent, bin: self, args: []string{
+	comps := []component{{name: PrometheusSDComponent, bin: self, args: []string{
 		"prometheus-sd", c.Kubeconfig(), PrometheusSDAddress,
 	}}, {name: PrometheusComponent, bin: PrometheusBin, args: []string{
 		"--config.file=" + filepath.Join(c.etcDir(), "prometheus.yml"),
@@ -53,6 +53,10 @@ func (c Config) addons() []component {
 		"--web.listen-address=" + netip.AddrPortFrom(c.NodeIP, PrometheusPort).String(),
 		"--log.level=warn",
 	}}}
+	if c.hasMetricsAdapter() {
+		comps = append(comps, c.metricsAdapterComponent())
+	}
+	return comps
 }
 
 // prometheusConfig scrapes the pods annotated prometheus.io/scrape: "true"
@@ -107,7 +111,7 @@ func (c Config) StartPrometheus(ctx context.Context, logf Logf) error {
 		return err
 	}
 	logf("prometheus ready at %s", c.PrometheusURL())
-	return nil
+	return c.startMetricsAdapter(ctx, logf)
 }
 
 // StopPrometheus stops the cluster's Prometheus, as an outage would.

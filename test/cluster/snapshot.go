@@ -41,7 +41,7 @@ type Snapshot struct {
 // clusterComms are process names only a cluster's processes have.
 var clusterComms = map[string]bool{
 	"containerd": true, "containerd-shim": true, "containerd-shim-runc-v2": true, "runc": true,
-	"kubelet": true, "kube-proxy": true, "coredns": true, "pause": true, "demoapp": true,
+	"kubelet": true, "kube-proxy": true, "kube-router": true, "prometheus-adap": true, "coredns": true, "pause": true, "demoapp": true,
 	"operator": true, "resolver": true,
 }
 

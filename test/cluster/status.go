@@ -21,7 +21,10 @@ func (c Config) PrintStatus(ctx context.Context, w io.Writer) error {
 	for _, comp := range c.addons() {
 		state := "stopped (optional)"
 		if pid, ok := c.runningPID(comp.name); ok {
-			state = fmt.Sprintf("running (pid %d) at %s", pid, c.PrometheusURL())
+			state = fmt.Sprintf("running (pid %d)", pid)
+			if comp.name == PrometheusComponent {
+				state += " at " + c.PrometheusURL()
+			}
 		}
 		fmt.Fprintf(w, "%-24s %s\n", comp.name, state)
 	}

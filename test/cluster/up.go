@@ -24,7 +24,7 @@ type Logf func(format string, args ...any)
 
 // requiredCommands are the machine's tools the cluster runs
 // (hack/install-deps.sh installs them).
-var requiredCommands = []string{"containerd", "containerd-shim-runc-v2", "runc", "ctr", "nsenter", "ip", "nft", "iptables", "conntrack"}
+var requiredCommands = []string{"containerd", "containerd-shim-runc-v2", "runc", "ctr", "nsenter", "ip", "nft", "iptables", "conntrack", "ipset"}
 
 // lock serializes Up and Down across processes.
 func (c Config) lock() (func(), error) {
@@ -61,7 +61,7 @@ func (c Config) preflight() error {
 	if os.Geteuid() != 0 {
 		return errors.New("the local cluster needs root (network namespaces, cgroups, mounts)")
 	}
-	for _, b := range []string{"etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubelet", "kube-proxy", "kubectl"} {
+	for _, b := range []string{"etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubelet", "kube-proxy", "kube-router", "kubectl"} {
 		if !fileExists(c.bin(b)) {
 			return fmt.Errorf("%s missing in %s: run hack/k8s-binaries.sh", b, c.BinDir)
 		}
@@ -192,6 +192,10 @@ func (c Config) Up(ctx context.Context, logf Logf) error {
 		return err
 	}
 	logf("node %s Ready (%s)", c.NodeName, time.Since(start).Round(time.Millisecond))
+	// kube-router looks its node up when it starts.
+	if err := startAndWait("kube-router", httpOK(nodeHTTP, "http://127.0.0.1:20244/healthz")); err != nil {
+		return err
+	}
 	if _, err := c.Kubectl(ctx, c.corednsManifest(), "apply", "-f", "-"); err != nil {
 		return err
 	}

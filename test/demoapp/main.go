@@ -42,7 +42,7 @@ import (
 type options struct {
 	httpAddr, grpcAddr, tcpAddr string
 	startupDelay, drain         time.Duration
-	websocket                   bool
+	websocket, relay            bool
 	executedLog                 string
 }
 
@@ -65,6 +65,7 @@ func main() {
 	flag.DurationVar(&o.drain, "drain", drain, "keep serving this long after SIGTERM (env DRAIN)")
 	flag.StringVar(&o.executedLog, "executed-log", os.Getenv("EXECUTED_LOG"), "append every executed request to this file (env EXECUTED_LOG)")
 	flag.BoolVar(&o.websocket, "websocket", envOr("WEBSOCKET", "true") == "true", "serve the WebSocket echo at /ws (env WEBSOCKET)")
+	flag.BoolVar(&o.relay, "relay", envOr("RELAY", "false") == "true", "serve GET /relay?url=U, which fetches U from this pod; for tests of NetworkPolicies (env RELAY)")
 	flag.Parse()
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -92,7 +93,14 @@ func run(stop context.Context, o options) error {
 	}
 	var draining atomic.Bool
 	g, ctx := errgroup.WithContext(afterDrain(stop, o.drain, &draining))
-	httpSrv := &http.Server{Addr: o.httpAddr, Handler: newHTTPHandler(name, o.websocket, executed, &draining), ReadHeaderTimeout: 10 * time.Second}
+	handler := newHTTPHandler(name, o.websocket, executed, &draining)
+	if o.relay {
+		mux := http.NewServeMux()
+		mux.Handle("/relay", relayHandler())
+		mux.Handle("/", handler)
+		handler = mux
+	}
+	httpSrv := &http.Server{Addr: o.httpAddr, Handler: handler, ReadHeaderTimeout: 10 * time.Second}
 	g.Go(func() error {
 		slog.Info("serving HTTP", "addr", o.httpAddr)
 		if err := httpSrv.ListenAndServe(); !errors.Is(err, http.ErrServerClosed) {

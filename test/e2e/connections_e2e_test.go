@@ -6,10 +6,14 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"net/http"
 	"testing"
 	"time"
 
 	"github.com/gorilla/websocket"
+	promapi "github.com/prometheus/client_golang/api"
+	promv1 "github.com/prometheus/client_golang/api/prometheus/v1"
+	"github.com/prometheus/common/model"
 	"k8s.io/apimachinery/pkg/api/meta"
 
 	elastiv1alpha1 "elasti.dev/elasti/api/v1alpha1"
@@ -60,6 +64,16 @@ func TestOpenWebSocketKeepsAwakeWithConnectionQuery(t *testing.T) {
 		t.Fatal(err)
 	}
 
+	// Switch the trigger only once Prometheus has scraped the open socket:
+	// a new pod's first scrape can come a few seconds after the socket
+	// opened, and until then the query reads 0 (idle).
+	Eventually(t, time.Minute, 500*time.Millisecond, func(ctx context.Context) error {
+		v, err := e.PromValue(ctx, OpenConnectionsQuery(ns, "demoapp"))
+		if err == nil && v < 1 {
+			err = fmt.Errorf("Prometheus does not see the open WebSocket yet (query reads %v)", v)
+		}
+		return err
+	})
 	e.SetQuery(t, ns, "demoapp", OpenConnectionsQuery(ns, "demoapp"))
 	// Cooldown 5 s, polling 1 s, grace 2 s: 25 s are several chances to
 	// sleep. The query must have been evaluated as busy meanwhile, not
@@ -84,4 +98,25 @@ func TestOpenWebSocketKeepsAwakeWithConnectionQuery(t *testing.T) {
 
 	conn.Close()
 	e.WaitAsleep(t, ns, "demoapp", 2*time.Minute)
+}
+
+// PromValue evaluates query on the cluster's Prometheus now and returns its
+// single value (an error for an empty or multi-sample result).
+func (e *Env) PromValue(ctx context.Context, query string) (float64, error) {
+	c, err := promapi.NewClient(promapi.Config{
+		Address:      e.Cluster.PrometheusURL(),
+		RoundTripper: &http.Transport{DialContext: e.Dialer.DialContext, Proxy: nil},
+	})
+	if err != nil {
+		return 0, err
+	}
+	v, _, _, err := promv1.NewAPI(c).Query(ctx, query, time.Now())
+	if err != nil {
+		return 0, err
+	}
+	vec, ok := v.(model.Vector)
+	if !ok || len(vec) != 1 {
+		return 0, fmt.Errorf("query %s: want one sample, got %s", query, v)
+	}
+	return float64(vec[0].Value), nil
 }

@@ -1,0 +1,50 @@
+package main
+
+import (
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"strings"
+	"testing"
+)
+
+func TestRelay(t *testing.T) {
+	upstream := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.WriteHeader(http.StatusTeapot)
+		io.WriteString(w, "from upstream")
+	}))
+	defer upstream.Close()
+	relay := httptest.NewServer(relayHandler())
+	defer relay.Close()
+
+	// A port nothing listens on: bind one, note it, close it.
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	closed := "http://" + l.Addr().String() + "/"
+	l.Close()
+
+	for _, tc := range []struct {
+		target     string
+		wantStatus int
+		wantBody   string
+	}{
+		{upstream.URL + "/x", http.StatusOK, "418 I'm a teapot\nfrom upstream"},
+		{closed, http.StatusBadGateway, "connection refused"},
+		{"/relative", http.StatusBadRequest, "absolute http://"},
+		{"ftp://127.0.0.1/", http.StatusBadRequest, "absolute http://"},
+	} {
+		resp, err := http.Get(relay.URL + "/?url=" + url.QueryEscape(tc.target))
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != tc.wantStatus || !strings.Contains(string(body), tc.wantBody) {
+			t.Errorf("relay %s: %s %q, want %d with %q", tc.target, resp.Status, body, tc.wantStatus, tc.wantBody)
+		}
+	}
+}

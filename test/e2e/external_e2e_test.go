@@ -1,0 +1,178 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	elastiv1alpha1 "elasti.dev/elasti/api/v1alpha1"
+)
+
+// replicaTimeline records a Deployment's replica count (spec.replicas
+// through /scale) every interval, keeping only the changes, until stopped.
+type replicaTimeline struct {
+	mu      sync.Mutex
+	start   time.Time
+	changes []replicaChange
+	stop    chan struct{}
+	done    sync.WaitGroup
+}
+
+type replicaChange struct {
+	at       time.Time
+	replicas int32
+}
+
+func recordReplicas(e *Env, ns, name string, interval time.Duration) *replicaTimeline {
+	r := &replicaTimeline{start: time.Now(), stop: make(chan struct{})}
+	r.done.Add(1)
+	go func() {
+		defer r.done.Done()
+		tick := time.NewTicker(interval)
+		defer tick.Stop()
+		for {
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			n, _, err := e.Replicas(ctx, ns, name)
+			cancel()
+			if err == nil {
+				r.mu.Lock()
+				if len(r.changes) == 0 || r.changes[len(r.changes)-1].replicas != n {
+					r.changes = append(r.changes, replicaChange{at: time.Now(), replicas: n})
+				}
+				r.mu.Unlock()
+			}
+			select {
+			case <-r.stop:
+				return
+			case <-tick.C:
+			}
+		}
+	}()
+	return r
+}
+
+// finish stops recording and returns the changes.
+func (r *replicaTimeline) finish() []replicaChange {
+	close(r.stop)
+	r.done.Wait()
+	return r.changes
+}
+
+func (r *replicaTimeline) String() string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	parts := make([]string, len(r.changes))
+	for i, c := range r.changes {
+		parts[i] = fmt.Sprintf("%s→%d", c.at.Sub(r.start).Round(100*time.Millisecond), c.replicas)
+	}
+	return strings.Join(parts, " ")
+}
+
+// sleepsAndWakes counts the transitions to zero and from zero in changes.
+func sleepsAndWakes(changes []replicaChange) (sleeps, wakes int) {
+	for i := 1; i < len(changes); i++ {
+		switch prev, cur := changes[i-1].replicas, changes[i].replicas; {
+		case prev > 0 && cur == 0:
+			sleeps++
+		case prev == 0 && cur > 0:
+			wakes++
+		}
+	}
+	return sleeps, wakes
+}
+
+// TestScaledToZeroBySomeoneElse: a target that something other than Elasti
+// scales to zero (here the test, as `kubectl scale --replicas=0` or a GitOps
+// tool would) while keep-alive clients POST to it. Elasti sees the target at
+// zero, puts the Service in proxy mode, holds the requests that follow and
+// wakes the target; nothing is black-holed.
+//
+// Elasti did not start this sleep, so nothing routed traffic to the
+// resolvers before the pods got SIGTERM. The window in which a request can
+// fail runs from that SIGTERM until kube-proxy routes new connections to the
+// resolvers. An app that keeps serving for a while after SIGTERM (the demo
+// app's default 3 s drain; kube-proxy keeps sending to a terminating pod that
+// still serves while there is no ready endpoint) covers that window: no
+// request fails. One that exits at once (DRAIN=0s) loses the requests in
+// flight in that window; the subtest measures it and checks that every
+// failure falls inside it.
+func TestScaledToZeroBySomeoneElse(t *testing.T) {
+	for _, tc := range []struct {
+		name, drain string
+		mayFail     bool
+	}{
+		{"app drains 3s", "3s", false},
+		{"app exits at once", "0s", true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := Get(t)
+			l := newLedger(t)
+			ns, ip := demoApp(t, e, withEnv("DRAIN", tc.drain), l.mount)
+			url := httpURL(ip, DemoHTTPPort)
+			answers(t, e, url, 30*time.Second)
+			// The trigger says busy: Elasti never starts a sleep itself.
+			e.Create(t, e.ElastiServiceFor(ns, "demoapp", BusyQuery))
+			Eventually(t, time.Minute, 200*time.Millisecond, func(ctx context.Context) error {
+				es, err := e.GetElastiService(ctx, ns, "demoapp")
+				if err == nil && es.Status.Mode != elastiv1alpha1.ModeServe {
+					err = fmt.Errorf("mode %q, want serve", es.Status.Mode)
+				}
+				return err
+			})
+
+			timeline := recordReplicas(e, ns, "demoapp", 100*time.Millisecond)
+			// Bounded: 4 clients × 10 POSTs a second for at most 3 minutes.
+			fleet := startKeepAliveFleet(e, url, 4, 100*time.Millisecond, 4*10*180)
+			time.Sleep(3 * time.Second)
+
+			scaledAt := time.Now()
+			e.Scale(t, ns, "demoapp", 0)
+			// When Elasti has the Service in proxy mode, and when kube-proxy
+			// no longer routes to the old pods.
+			var proxiedAt, routedAt time.Time
+			Eventually(t, time.Minute, 20*time.Millisecond, func(ctx context.Context) error {
+				if proxiedAt.IsZero() {
+					slices, err := e.ProxySlices(ctx, ns, "demoapp")
+					if err != nil || len(slices) == 0 {
+						return fmt.Errorf("no proxy slice yet (%v)", err)
+					}
+					proxiedAt = time.Now()
+				}
+				if err := e.kubeProxyConverged(ctx, ns, "demoapp"); err != nil {
+					return err
+				}
+				routedAt = time.Now()
+				return nil
+			})
+			// The held requests wake the target.
+			e.WaitAwake(t, ns, "demoapp", 2*time.Minute)
+			time.Sleep(3 * time.Second)
+			fleet.finish()
+			changes := timeline.finish()
+
+			t.Logf("scaled to zero by the test at 0s; proxy slice written %s later, kube-proxy routing to the resolvers %s later",
+				proxiedAt.Sub(scaledAt).Round(time.Millisecond), routedAt.Sub(scaledAt).Round(time.Millisecond))
+			t.Logf("replica timeline (since recording began): %s", timeline)
+			t.Logf("%d keep-alive POSTs: %d ok, %d failed", len(fleet.ok)+len(fleet.bad), len(fleet.ok), len(fleet.bad))
+			if sleeps, wakes := sleepsAndWakes(changes); sleeps != 1 || wakes != 1 {
+				t.Errorf("replica timeline has %d sleeps and %d wakes, want 1 and 1: %s", sleeps, wakes, timeline)
+			}
+			for _, r := range fleet.bad {
+				since := r.at.Sub(scaledAt)
+				t.Logf("failed POST sent %s after the scale to zero: %v", since.Round(time.Millisecond), r.err)
+				if !tc.mayFail {
+					t.Errorf("POST sent %s after the scale to zero failed: %v", since.Round(time.Millisecond), r.err)
+				} else if r.at.Before(scaledAt.Add(-time.Second)) || r.at.After(routedAt) {
+					t.Errorf("POST sent %s after the scale to zero failed outside the window [0, %s]: %v",
+						since.Round(time.Millisecond), routedAt.Sub(scaledAt).Round(time.Millisecond), r.err)
+				}
+			}
+			checkLedger(t, l, fleet.ok)
+		})
+	}
+}
