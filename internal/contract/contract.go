@@ -34,6 +34,18 @@ const (
 	// target it manages (JSON of the scaleTargetRef), so that a changed
 	// spec.scaleTargetRef restores the old target. Written by the operator.
 	AnnotationScaleTarget = "elasti.dev/managed-scale-target"
+	// AnnotationHPAMinReplicas, on a HorizontalPodAutoscaler, records the
+	// minReplicas its owner set ("0") while the operator holds the HPA's
+	// floor at 1, so that the last step to zero is the operator's alone.
+	// Its presence marks the HPA as in the operator's custody; the
+	// operator restores the recorded floor and removes it when it lets go.
+	// Written by the operator.
+	AnnotationHPAMinReplicas = "elasti.dev/hpa-min-replicas"
+	// AnnotationHPACustodian, beside AnnotationHPAMinReplicas, names the
+	// ElastiService (same namespace) that holds the HPA's floor, so that
+	// the floor is restored when that ElastiService stops naming the HPA.
+	// Written by the operator.
+	AnnotationHPACustodian = "elasti.dev/hpa-custodian"
 )
 
 // KeepAwakeOn is the value of AnnotationKeepAwake that pins a target awake.

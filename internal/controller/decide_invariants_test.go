@@ -46,8 +46,11 @@ func TestDecideNeverLeavesATargetAtZeroUnheld(t *testing.T) {
 // TestDecideSleepsOnlyOnConfirmedIdle: over every combination of what a
 // reconcile can observe about an awake target, decide puts it to sleep only
 // at the end of a grace period, with the triggers evaluated again and still
-// idle, every gate open and no wake asked for; and a grace period that is
-// over never goes on: the scale-down either completes or is called off.
+// idle (or, without triggers, an HPA in custody alone), the readings of an
+// HPA in custody evaluated again and zero, no HPA that could take the last
+// step itself, every gate open and no wake asked for; and a grace period
+// that is over never goes on: the scale-down either completes or is called
+// off.
 func TestDecideSleepsOnlyOnConfirmedIdle(t *testing.T) {
 	now := time.Date(2030, 1, 1, 12, 0, 0, 0, time.UTC)
 	ports := []elastiv1alpha1.ProxyPort{{Name: "http", Port: 80, ResolverPort: 20000}}
@@ -65,31 +68,54 @@ func TestDecideSleepsOnlyOnConfirmedIdle(t *testing.T) {
 		{Reason: sleepgate.ReasonOutsideEnabledPeriod, Polls: true, Wait: time.Hour},
 		{Reason: sleepgate.ReasonKeepAwake},
 	}
+	// What the HPA spec.autoscaler names can say; "none" is no HPA, or one
+	// Elasti does not hold (minReplicas 1 or more, or CPU metrics).
+	hpas := map[string]hpaObserved{
+		"none":               {},
+		"held, zero":         {custody: true, metrics: triggers["idle"]},
+		"held, nonzero":      {custody: true, metrics: triggers["active"]},
+		"held, no readings":  {custody: true, metrics: triggers["unhealthy"]},
+		"held, not read":     {custody: true},
+		"floor not raisable": {exposed: true},
+	}
 	for _, ph := range []phase{phaseServe, phaseScalingDown, phaseProxy, phaseWaking} {
 		for graceName, started := range graces {
 			for trigName, trig := range triggers {
-				for _, gate := range gates {
-					for _, flags := range [][3]bool{
-						{false, false, false}, {true, false, false}, {false, true, false}, {false, false, true},
-						{true, false, true}, {false, true, true}, {true, true, true},
-					} {
-						wake, keep, ready := flags[0], flags[1], flags[2]
-						o := observed{now: now, phase: ph, serviceFound: true, targetFound: true, replicas: 1, ports: ports,
-							resolvers: 1, ownReady: ready, wakeRequested: wake, keepAwake: keep, sleep: gate, triggers: trig,
-							graceStartedAt: started, gracePeriod: grace, pollInterval: 30 * time.Second}
-						p := decide(o)
-						name := fmt.Sprintf("%s, grace %s, triggers %s, gate %s, wake %v, keep-awake %v, ready %v",
-							ph, graceName, trigName, gate.Reason, wake, keep, ready)
-						confirmed := ph == phaseScalingDown && graceName == "over" && trigName == "idle" &&
-							gate.Allowed() && !wake && !keep
-						if p.sleep != confirmed {
-							t.Errorf("%s: sleep = %v, want %v", name, p.sleep, confirmed)
-						}
-						if ph == phaseScalingDown && graceName == "over" && !p.sleep && p.active == contract.ReasonScalingDown {
-							t.Errorf("%s: the grace period is over but the scale-down neither completed nor was called off", name)
-						}
-						if p.sleep && p.wake {
-							t.Errorf("%s: plan both wakes and sleeps", name)
+				for hpaName, hpa := range hpas {
+					for _, noTriggers := range []bool{false, true} {
+						for _, gate := range gates {
+							for _, flags := range [][3]bool{
+								{false, false, false}, {true, false, false}, {false, true, false}, {false, false, true},
+								{true, false, true}, {false, true, true}, {true, true, true},
+							} {
+								wake, keep, ready := flags[0], flags[1], flags[2]
+								o := observed{now: now, phase: ph, serviceFound: true, targetFound: true, replicas: 1, ports: ports,
+									resolvers: 1, ownReady: ready, wakeRequested: wake, keepAwake: keep, sleep: gate, triggers: trig,
+									noTriggers: noTriggers, hpa: hpa,
+									graceStartedAt: started, gracePeriod: grace, pollInterval: 30 * time.Second}
+								p := decide(o)
+								name := fmt.Sprintf("%s, grace %s, triggers %s (none configured %v), HPA %s, gate %s, wake %v, keep-awake %v, ready %v",
+									ph, graceName, trigName, noTriggers, hpaName, gate.Reason, wake, keep, ready)
+								idle := trigName == "idle" && !noTriggers && (hpaName == "none" || hpaName == "held, zero") ||
+									noTriggers && hpaName == "held, zero"
+								confirmed := ph == phaseScalingDown && graceName == "over" && idle &&
+									gate.Allowed() && !wake && !keep
+								if p.sleep != confirmed {
+									t.Errorf("%s: sleep = %v, want %v", name, p.sleep, confirmed)
+								}
+								if ph == phaseScalingDown && graceName == "over" && !p.sleep && p.active == contract.ReasonScalingDown {
+									t.Errorf("%s: the grace period is over but the scale-down neither completed nor was called off", name)
+								}
+								if p.sleep && p.wake {
+									t.Errorf("%s: plan both wakes and sleeps", name)
+								}
+								// (A new leader that finds a scale-down in flight
+								// waits a grace period of its own, whatever the
+								// triggers say: the end of it checks again.)
+								if ph == phaseServe && p.startGrace && (!idle || !gate.Allowed()) {
+									t.Errorf("%s: a scale-down started without every voice saying idle", name)
+								}
+							}
 						}
 					}
 				}

@@ -37,8 +37,9 @@ func (r *Reconciler) ensureFinalizer(ctx context.Context, es *elastiv1alpha1.Ela
 }
 
 // finalize restores the workload and then the Service, in the order every
-// proxy → serve switch follows: wake the target (unpause KEDA, scale to at
-// least minTargetReplicas), wait until the Service's own EndpointSlices list
+// proxy → serve switch follows: wake the target (unpause KEDA, give an HPA
+// whose floor it holds its owner's minReplicas back, scale to at least
+// minTargetReplicas), wait until the Service's own EndpointSlices list
 // a ready endpoint, remove the proxy slices, drop the finalizer. The
 // resolvers keep holding requests while the target starts. The wait is
 // bounded (releaseProxy): past it, or once nothing can become ready, the
@@ -59,6 +60,11 @@ func (r *Reconciler) finalize(ctx context.Context, es *elastiv1alpha1.ElastiServ
 	}
 	if rival != nil && sameTarget(rival.Spec.ScaleTargetRef, es.Spec.ScaleTargetRef) {
 		return r.release(ctx, es)
+	}
+	// The HPA's floor goes back to its owner's before the target is
+	// restored: from then on the HPA alone scales it.
+	if err := r.releaseHPAs(ctx, es); err != nil {
+		return ctrl.Result{}, err
 	}
 	if a := es.Spec.Autoscaler; a != nil && a.Type == elastiv1alpha1.AutoscalerKEDA {
 		if err := r.autoscalers.UnpauseKEDA(ctx, es.Namespace, a.Name); err != nil {

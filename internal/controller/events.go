@@ -16,6 +16,16 @@ const (
 	EventAutoscalerNotFound = "AutoscalerNotFound"
 	EventScaleDownCalledOff = "ScaleDownCalledOff"
 	EventRemovedBeforeReady = "ProxyRemovedBeforeReady"
+	// EventHPAFloorRaised: the HPA spec.autoscaler names had minReplicas 0;
+	// the operator raised it to 1 and takes the last step to zero itself.
+	EventHPAFloorRaised = "HPAFloorRaised"
+	// EventHPAFloorNotRaised: that floor could not be raised; the target is
+	// kept awake.
+	EventHPAFloorNotRaised = "HPAFloorNotRaised"
+	// EventHPAFloorReleased: the operator let go of the HPA's floor.
+	EventHPAFloorReleased = "HPAFloorReleased"
+	// EventHPAFloorNotRestored: letting go of the floor failed.
+	EventHPAFloorNotRestored = "HPAFloorNotRestored"
 )
 
 // eventRecorder is the part of events.EventRecorder the reconciler uses.

@@ -55,19 +55,24 @@ const (
 
 // observed is everything a decision needs, gathered by Reconciler.observe.
 type observed struct {
-	now            time.Time
-	phase          phase
-	serviceFound   bool
-	targetFound    bool
-	replicas       int32
-	ports          []elastiv1alpha1.ProxyPort
-	portsErr       error
-	resolvers      int
-	ownReady       bool
-	wakeRequested  bool
-	keepAwake      bool
-	sleep          sleepgate.Verdict
-	triggers       *scaling.Result
+	now           time.Time
+	phase         phase
+	serviceFound  bool
+	targetFound   bool
+	replicas      int32
+	ports         []elastiv1alpha1.ProxyPort
+	portsErr      error
+	resolvers     int
+	ownReady      bool
+	wakeRequested bool
+	keepAwake     bool
+	sleep         sleepgate.Verdict
+	triggers      *scaling.Result
+	// noTriggers: the ElastiService has none. It sleeps only if an HPA in
+	// custody says so alone (hpa).
+	noTriggers bool
+	// hpa is what the HPA spec.autoscaler names has to say (hpa.go).
+	hpa            hpaObserved
 	graceStartedAt time.Time
 	gracePeriod    time.Duration
 	pollInterval   time.Duration
@@ -224,11 +229,12 @@ func transition(o observed) plan {
 
 // mayScaleDown is the one rule for putting an awake target to sleep,
 // applied when a scale-down starts and again when its grace period ends:
-// every sleep gate is open and the triggers, evaluated for this reconcile,
-// say idle. A target whose kind cannot be watched is not put to sleep:
-// Ready says why, as for a trigger that cannot be evaluated.
+// every sleep gate is open and the triggers, with the HPA in custody,
+// evaluated for this reconcile, say idle (saysIdle). A target whose kind
+// cannot be watched is not put to sleep: Ready says why, as for a trigger
+// that cannot be evaluated.
 func (o observed) mayScaleDown() bool {
-	return o.sleep.Allowed() && o.triggers != nil && o.triggers.State == scaling.StateIdle && o.targetWatchReason == ""
+	return o.sleep.Allowed() && o.saysIdle() && o.targetWatchReason == ""
 }
 
 // graceOver reports whether the grace period of the scale-down in flight
@@ -238,8 +244,8 @@ func (o observed) graceOver() bool {
 	return !o.graceStartedAt.IsZero() && !o.now.Before(o.graceStartedAt.Add(o.gracePeriod))
 }
 
-// needsTriggers says whether decide will read the triggers, so that observe
-// evaluates them only then: in serve, to start a scale-down, and once the
+// needsTriggers says whether decide will read the triggers (and the
+// readings of an HPA in custody), so that observe evaluates them only then: in serve, to start a scale-down, and once the
 // grace period is over, to confirm it. Never in the middle of the grace
 // period, and never for a target that is to be woken or may not sleep now
 // anyway.

@@ -49,6 +49,7 @@ func TestDecide(t *testing.T) {
 		return o
 	}
 	serve := plan{slices: sliceDelete, mode: elastiv1alpha1.ModeServe, active: contract.ReasonServing, requeueAfter: 30 * time.Second}
+	scaleDown := plan{slices: sliceEnsure, mode: elastiv1alpha1.ModeProxy, active: contract.ReasonScalingDown, startGrace: true, requeueAfter: 2 * time.Second}
 	for _, tc := range []struct {
 		name string
 		o    observed
@@ -147,6 +148,62 @@ func TestDecide(t *testing.T) {
 			plan{slices: sliceDelete, mode: elastiv1alpha1.ModeServe, active: contract.ReasonServing, requeueAfter: 30 * time.Second}},
 		{"target gone: no wake", base(phaseProxy, func(o *observed) { o.targetFound = false; o.wakeRequested = true }),
 			plan{slices: sliceDelete, mode: elastiv1alpha1.ModeServe, active: contract.ReasonServing, requeueAfter: 30 * time.Second}},
+
+		// An HPA in custody (hpa.go) joins the triggers: all must say idle.
+		{"HPA in custody reads zero, triggers idle: scale-down", base(phaseServe, func(o *observed) {
+			o.triggers = idle
+			o.hpa = hpaObserved{custody: true, metrics: idle}
+		}), scaleDown},
+		{"HPA in custody reads nonzero, triggers idle: stays up", base(phaseServe, func(o *observed) {
+			o.triggers = idle
+			o.hpa = hpaObserved{custody: true, metrics: active}
+		}), serve},
+		{"HPA in custody reads zero, a trigger active: stays up", base(phaseServe, func(o *observed) {
+			o.triggers = active
+			o.hpa = hpaObserved{custody: true, metrics: idle}
+		}), serve},
+		{"HPA in custody without readings: stays up", base(phaseServe, func(o *observed) {
+			o.triggers = idle
+			o.hpa = hpaObserved{custody: true, metrics: unhealthy}
+		}), serve},
+		{"HPA in custody not read: stays up", base(phaseServe, func(o *observed) {
+			o.triggers = idle
+			o.hpa = hpaObserved{custody: true}
+		}), serve},
+		{"no triggers, HPA in custody reads zero: it decides alone", base(phaseServe, func(o *observed) {
+			o.noTriggers = true
+			o.hpa = hpaObserved{custody: true, metrics: idle}
+		}), scaleDown},
+		{"no triggers, HPA in custody reads nonzero: stays up", base(phaseServe, func(o *observed) {
+			o.noTriggers = true
+			o.hpa = hpaObserved{custody: true, metrics: active}
+		}), serve},
+		{"no triggers, no HPA in custody: never sleeps", base(phaseServe, func(o *observed) {
+			o.noTriggers = true
+			o.triggers = idle // whatever a stray evaluation said
+		}), serve},
+		{"HPA that could take the last step itself: kept awake", base(phaseServe, func(o *observed) {
+			o.triggers = idle
+			o.hpa = hpaObserved{exposed: true}
+		}), serve},
+		{"grace over, HPA in custody still reads zero: sleep", base(phaseScalingDown, func(o *observed) {
+			o.graceStartedAt = now.Add(-3 * time.Second)
+			o.ownReady = true
+			o.noTriggers = true
+			o.hpa = hpaObserved{custody: true, metrics: idle}
+		}), plan{slices: sliceEnsure, mode: elastiv1alpha1.ModeProxy, active: contract.ReasonScaledToZero, sleep: true}},
+		{"grace over, HPA in custody reads nonzero again: called off", base(phaseScalingDown, func(o *observed) {
+			o.graceStartedAt = now.Add(-3 * time.Second)
+			o.ownReady = true
+			o.noTriggers = true
+			o.hpa = hpaObserved{custody: true, metrics: active}
+		}), serve},
+		{"grace over, the HPA floor was lost meanwhile: called off", base(phaseScalingDown, func(o *observed) {
+			o.graceStartedAt = now.Add(-3 * time.Second)
+			o.ownReady = true
+			o.triggers = idle
+			o.hpa = hpaObserved{exposed: true}
+		}), serve},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if diff := cmp.Diff(tc.want, decide(tc.o), cmp.AllowUnexported(plan{})); diff != "" {

@@ -35,8 +35,9 @@ type listed struct {
 }
 
 // observe reads everything decide needs, and keeps in listed what the
-// writers reuse.
-func (r *Reconciler) observe(ctx context.Context, es *elastiv1alpha1.ElastiService) (observed, listed, error) {
+// writers reuse. hold is what syncHPA found of the HPA spec.autoscaler
+// names.
+func (r *Reconciler) observe(ctx context.Context, es *elastiv1alpha1.ElastiService, hold hpaHold) (observed, listed, error) {
 	key := client.ObjectKeyFromObject(es)
 	_, wakeNow := es.Annotations[contract.AnnotationWakeNow]
 	o := observed{
@@ -46,6 +47,8 @@ func (r *Reconciler) observe(ctx context.Context, es *elastiv1alpha1.ElastiServi
 		wakeRequested:  wakeNow || r.wakes.isPending(key),
 		keepAwake:      contract.KeepAwake(es.Annotations),
 		graceStartedAt: r.grace.startedAt(key),
+		noTriggers:     len(es.Spec.Triggers) == 0,
+		hpa:            hpaObserved{custody: hold.custody, exposed: hold.exposed},
 	}
 	var l listed
 
@@ -106,12 +109,17 @@ func (r *Reconciler) observe(ctx context.Context, es *elastiv1alpha1.ElastiServi
 	}
 
 	o.phase = currentPhase(es.Status, o.replicas)
-	o.sleep = sleepgate.Evaluate(es, o.now)
-	if o.needsTriggers() {
+	o.sleep = sleepgate.Evaluate(gateView(es, hold.custody), o.now)
+	if o.needsTriggers() && !o.noTriggers {
 		res := r.triggers.Evaluate(ctx, es)
 		o.triggers = &res
 		triggerEvaluations.WithLabelValues(es.Namespace, es.Name, string(res.State)).Inc()
 		ctrl.LoggerFrom(ctx).V(1).Info("triggers evaluated", "state", res.State, "value", res.Value, "reason", res.Reason)
+	}
+	if o.needsTriggers() && hold.custody && hold.hpa != nil {
+		res := hpaMetricsVerdict(hold.hpa, o.now)
+		o.hpa.metrics = &res
+		ctrl.LoggerFrom(ctx).V(1).Info("HPA metrics read", "hpa", hold.hpa.Name, "state", res.State, "value", res.Value, "reason", res.Reason)
 	}
 	return o, l, nil
 }

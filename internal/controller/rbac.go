@@ -6,6 +6,9 @@ package controller
 // get;update;patch on its /scale in a ClusterRole bound to the operator's
 // ServiceAccount (see docs/operator.md).
 //
+// HorizontalPodAutoscalers are watched and patched: an HPA named in
+// spec.autoscaler with minReplicas 0 has its floor held at 1 (hpa.go).
+//
 // There is no Secret rule: a trigger's authSecretRef is read only if the
 // namespace owner grants the operator get on that one Secret by name.
 
@@ -23,5 +26,5 @@ package controller
 // +kubebuilder:rbac:groups=argoproj.io,resources=rollouts,verbs=get;list;watch
 // +kubebuilder:rbac:groups=argoproj.io,resources=rollouts/scale,verbs=get;update;patch
 // +kubebuilder:rbac:groups=keda.sh,resources=scaledobjects,verbs=get;patch
-// +kubebuilder:rbac:groups=autoscaling,resources=horizontalpodautoscalers,verbs=get
+// +kubebuilder:rbac:groups=autoscaling,resources=horizontalpodautoscalers,verbs=get;list;watch;patch
 // +kubebuilder:rbac:groups=authentication.k8s.io,resources=tokenreviews,verbs=create

@@ -26,6 +26,7 @@ type Reconciler struct {
 	client      client.Client
 	scaler      targetScaler
 	autoscalers autoscalerControl
+	hpaFloors   hpaFloorControl
 	triggers    triggerEvaluator
 	recorder    eventRecorder
 	clock       clock.Clock
@@ -71,8 +72,12 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.
 	if err != nil {
 		return ctrl.Result{}, err
 	}
+	hold, err := r.syncHPA(ctx, es)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
 
-	o, l, err := r.observe(ctx, es)
+	o, l, err := r.observe(ctx, es, hold)
 	if err != nil {
 		return ctrl.Result{}, err
 	}

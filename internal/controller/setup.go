@@ -7,6 +7,7 @@ import (
 	"reflect"
 	"time"
 
+	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -43,6 +44,7 @@ const (
 type Deps struct {
 	Scaler      targetScaler
 	Autoscalers autoscalerControl
+	HPAFloors   hpaFloorControl
 	Triggers    triggerEvaluator
 }
 
@@ -69,6 +71,9 @@ func Setup(ctx context.Context, mgr ctrl.Manager, cfg Config, deps Deps) (*Waker
 	if deps.Autoscalers == nil {
 		deps.Autoscalers = &scaling.Autoscalers{Reader: live, Writer: mgr.GetClient()}
 	}
+	if deps.HPAFloors == nil {
+		deps.HPAFloors = &scaling.Autoscalers{Reader: live, Writer: mgr.GetClient()}
+	}
 	if deps.Triggers == nil {
 		deps.Triggers = &scaling.Evaluator{Secrets: live}
 	}
@@ -79,6 +84,7 @@ func Setup(ctx context.Context, mgr ctrl.Manager, cfg Config, deps Deps) (*Waker
 		indexTarget:        targetIndex,
 		indexResolverPorts: resolverPortsIndex,
 		indexMode:          func(o client.Object) []string { return []string{string(o.(*elastiv1alpha1.ElastiService).Status.Mode)} },
+		indexHPA:           hpaIndex,
 	} {
 		if err := idx.IndexField(ctx, &elastiv1alpha1.ElastiService{}, name, fn); err != nil {
 			return nil, fmt.Errorf("index ElastiServices by %s: %w", name, err)
@@ -89,6 +95,7 @@ func Setup(ctx context.Context, mgr ctrl.Manager, cfg Config, deps Deps) (*Waker
 		client:      mgr.GetClient(),
 		scaler:      deps.Scaler,
 		autoscalers: deps.Autoscalers,
+		hpaFloors:   deps.HPAFloors,
 		triggers:    deps.Triggers,
 		recorder:    mgr.GetEventRecorder("elasti-operator"),
 		clock:       cfg.Clock,
@@ -108,6 +115,9 @@ func Setup(ctx context.Context, mgr ctrl.Manager, cfg Config, deps Deps) (*Waker
 		Watches(&corev1.Service{}, handler.EnqueueRequestsFromMapFunc(r.forService), builder.WithPredicates(serviceSpecChanged())).
 		Watches(&discoveryv1.EndpointSlice{}, handler.EnqueueRequestsFromMapFunc(r.forSlice), builder.WithPredicates(sliceReadinessChanged())).
 		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(r.forResolverPod), builder.WithPredicates(resolverPodChanged())).
+		// An HPA whose floor Elasti holds (hpa.go): a floor set back to 0
+		// is raised again at once, and its readings count when they change.
+		Watches(&autoscalingv2.HorizontalPodAutoscaler{}, handler.EnqueueRequestsFromMapFunc(r.forHPA), builder.WithPredicates(hpaChanged())).
 		WatchesRawSource(source.Channel(r.wakes.events, &handler.EnqueueRequestForObject{})).
 		// ElastiServices waiting for a resolver port, when one frees up.
 		WatchesRawSource(source.Channel(r.ports.events, &handler.EnqueueRequestForObject{})).

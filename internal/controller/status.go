@@ -128,17 +128,26 @@ func desiredStatus(es *elastiv1alpha1.ElastiService, o observed, p plan, fx effe
 			fmt.Sprintf("annotation %s=true keeps the target awake", contract.AnnotationKeepAwake))
 	case o.sleep.Reason == sleepgate.ReasonInvalidEnabledPeriod:
 		set(elastiv1alpha1.ConditionTriggersHealthy, metav1.ConditionFalse, ReasonInvalidEnabledRange, o.sleep.Message)
-	case o.triggers != nil:
-		switch o.triggers.State {
+	case o.hpa.exposed:
+		set(elastiv1alpha1.ConditionIdle, metav1.ConditionFalse, ReasonHPAFloorNotRaised, fmt.Sprintf(
+			"HPA %s has minReplicas 0 and the operator could not raise it to 1: the target is kept awake, since the HPA could take it to zero before the proxy is in place",
+			namedHPA(es)))
+	case o.idleVerdict() != nil:
+		v := o.idleVerdict()
+		evaluated := "every trigger was evaluated"
+		if o.hpa.custody {
+			evaluated = "the triggers and the readings of HPA " + namedHPA(es) + " were evaluated"
+		}
+		switch v.State {
 		case scaling.StateIdle:
-			set(elastiv1alpha1.ConditionIdle, metav1.ConditionTrue, ReasonAllTriggersIdle, o.triggers.Message)
-			set(elastiv1alpha1.ConditionTriggersHealthy, metav1.ConditionTrue, ReasonEvaluated, "every trigger was evaluated")
+			set(elastiv1alpha1.ConditionIdle, metav1.ConditionTrue, ReasonAllTriggersIdle, v.Message)
+			set(elastiv1alpha1.ConditionTriggersHealthy, metav1.ConditionTrue, ReasonEvaluated, evaluated)
 		case scaling.StateActive:
-			set(elastiv1alpha1.ConditionIdle, metav1.ConditionFalse, ReasonTriggerActive, o.triggers.Message)
-			set(elastiv1alpha1.ConditionTriggersHealthy, metav1.ConditionTrue, ReasonEvaluated, "every trigger was evaluated")
+			set(elastiv1alpha1.ConditionIdle, metav1.ConditionFalse, ReasonTriggerActive, v.Message)
+			set(elastiv1alpha1.ConditionTriggersHealthy, metav1.ConditionTrue, ReasonEvaluated, evaluated)
 		default:
 			set(elastiv1alpha1.ConditionIdle, metav1.ConditionUnknown, ReasonTriggersUnhealthy, "a trigger cannot be evaluated; the target is kept awake")
-			set(elastiv1alpha1.ConditionTriggersHealthy, metav1.ConditionFalse, o.triggers.Reason, o.triggers.Message)
+			set(elastiv1alpha1.ConditionTriggersHealthy, metav1.ConditionFalse, v.Reason, v.Message)
 		}
 	}
 	for _, typ := range []string{elastiv1alpha1.ConditionIdle, elastiv1alpha1.ConditionTriggersHealthy} {

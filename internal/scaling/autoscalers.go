@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strconv"
 
 	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -11,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"elasti.dev/elasti/internal/contract"
@@ -24,9 +26,11 @@ const KEDAPausedReplicasAnnotation = "autoscaling.keda.sh/paused-replicas"
 // object is handled as unstructured.
 var ScaledObjectGVK = schema.GroupVersionKind{Group: "keda.sh", Version: "v1alpha1", Kind: "ScaledObject"}
 
-// Autoscalers pauses KEDA and reads HPA floors. Reads go to the API server
-// directly (no informer), so the operator needs only get and patch on
-// ScaledObjects and get on HPAs.
+// Autoscalers pauses KEDA, reads HPA floors and holds them. Its reads go to
+// the API server directly (no informer), so the operator needs only get and
+// patch on ScaledObjects. The operator watches HPAs on its own (the custody
+// of an HPA's last step, see internal/controller/hpa.go) and hands the HPA
+// it read to HoldHPAFloor and ReleaseHPAFloor.
 type Autoscalers struct {
 	Reader client.Reader
 	Writer client.Writer
@@ -95,6 +99,76 @@ func (a *Autoscalers) HPAMinReplicas(ctx context.Context, namespace, name string
 		return 1, nil
 	}
 	return *hpa.Spec.MinReplicas, nil
+}
+
+// hpaHeldFloor is the minReplicas Elasti raises an HPA in its custody to:
+// one replica stays up, so the HPA never takes the last step to zero itself.
+const hpaHeldFloor = 1
+
+// HoldHPAFloor raises an HPA's minReplicas from 0 to 1 and records, in
+// annotations, the floor its owner set and the ElastiService that holds it,
+// in one write conditional on the version of the HPA that was read. It also
+// serves to write the holder again on an HPA already held.
+func (a *Autoscalers) HoldHPAFloor(ctx context.Context, hpa *autoscalingv2.HorizontalPodAutoscaler, custodian string) error {
+	floor := hpa.Annotations[contract.AnnotationHPAMinReplicas]
+	if floor == "" {
+		floor = strconv.Itoa(int(ptr.Deref(hpa.Spec.MinReplicas, 1)))
+	}
+	patch := map[string]any{
+		"metadata": map[string]any{
+			"resourceVersion": hpa.ResourceVersion,
+			"annotations": map[string]any{
+				contract.AnnotationHPAMinReplicas: floor,
+				contract.AnnotationHPACustodian:   custodian,
+			},
+		},
+		"spec": map[string]any{"minReplicas": hpaHeldFloor},
+	}
+	if err := a.patchHPA(ctx, hpa, patch); err != nil {
+		return fmt.Errorf("raise minReplicas of HPA %s/%s to %d: %w", hpa.Namespace, hpa.Name, hpaHeldFloor, err)
+	}
+	return nil
+}
+
+// ReleaseHPAFloor ends Elasti's custody of an HPA: it removes the
+// annotations and, when restore is set, puts minReplicas back to the floor
+// the annotation recorded. Without restore the HPA keeps the floor it has
+// (its owner raised it above Elasti's).
+func (a *Autoscalers) ReleaseHPAFloor(ctx context.Context, hpa *autoscalingv2.HorizontalPodAutoscaler, restore bool) error {
+	patch := map[string]any{
+		"metadata": map[string]any{
+			"resourceVersion": hpa.ResourceVersion,
+			"annotations": map[string]any{
+				contract.AnnotationHPAMinReplicas: nil,
+				contract.AnnotationHPACustodian:   nil,
+			},
+		},
+	}
+	what := "release"
+	if restore {
+		floor, err := strconv.ParseInt(hpa.Annotations[contract.AnnotationHPAMinReplicas], 10, 32)
+		if err != nil || floor < 0 {
+			// Custody only starts from 0; an annotation edited since
+			// restores that.
+			floor = 0
+		}
+		patch["spec"] = map[string]any{"minReplicas": floor}
+		what = fmt.Sprintf("restore minReplicas %d of", floor)
+	}
+	if err := a.patchHPA(ctx, hpa, patch); err != nil {
+		return fmt.Errorf("%s HPA %s/%s: %w", what, hpa.Namespace, hpa.Name, err)
+	}
+	return nil
+}
+
+// patchHPA sends a JSON merge patch to an HPA; the resourceVersion in it
+// makes the write conditional on what was read.
+func (a *Autoscalers) patchHPA(ctx context.Context, hpa *autoscalingv2.HorizontalPodAutoscaler, patch map[string]any) error {
+	raw, err := json.Marshal(patch)
+	if err != nil {
+		return fmt.Errorf("encode patch: %w", err)
+	}
+	return a.Writer.Patch(ctx, hpa, client.RawPatch(types.MergePatchType, raw))
 }
 
 func (a *Autoscalers) getScaledObject(ctx context.Context, namespace, name string) (*unstructured.Unstructured, error) {

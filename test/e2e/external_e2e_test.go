@@ -5,6 +5,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"os/exec"
 	"strings"
 	"sync"
 	"testing"
@@ -146,11 +147,25 @@ func TestScaledToZeroBySomeoneElse(t *testing.T) {
 				if err := e.kubeProxyConverged(ctx, ns, "demoapp"); err != nil {
 					return err
 				}
+				// Converged with no rule at all is kube-proxy rejecting
+				// (no endpoints): wait for the resolvers' rules.
+				if n, err := e.kubeProxyDestinations(ctx, ns, "demoapp"); err != nil || n == 0 {
+					return fmt.Errorf("kube-proxy has %d destinations for the Service (%v)", n, err)
+				}
 				routedAt = time.Now()
 				return nil
 			})
 			// The held requests wake the target.
-			e.WaitAwake(t, ns, "demoapp", 2*time.Minute)
+			Eventually(t, 2*time.Minute, 200*time.Millisecond, func(ctx context.Context) error {
+				err := e.Awake(ctx, ns, "demoapp")
+				if err != nil {
+					fleet.mu.Lock()
+					defer fleet.mu.Unlock()
+					err = fmt.Errorf("%w (clients: %d sent, %d ok, %d failed, %d connections; timeline %s)",
+						err, fleet.sent.Load(), len(fleet.ok), len(fleet.bad), fleet.dials.Load(), timeline)
+				}
+				return err
+			})
 			time.Sleep(3 * time.Second)
 			fleet.finish()
 			changes := timeline.finish()
@@ -175,4 +190,21 @@ func TestScaledToZeroBySomeoneElse(t *testing.T) {
 			checkLedger(t, l, fleet.ok)
 		})
 	}
+}
+
+// kubeProxyDestinations counts kube-proxy's DNAT destinations for Service
+// ns/svc in the node's iptables.
+func (e *Env) kubeProxyDestinations(ctx context.Context, ns, svc string) (int, error) {
+	out, err := exec.CommandContext(ctx, "ip", "netns", "exec", e.Cluster.NetNS, "iptables-save", "-t", "nat").Output()
+	if err != nil {
+		return 0, fmt.Errorf("read kube-proxy's rules: %w", err)
+	}
+	comment := fmt.Sprintf("--comment \"%s/%s:", ns, svc)
+	n := 0
+	for _, line := range strings.Split(string(out), "\n") {
+		if strings.Contains(line, "--to-destination ") && strings.Contains(line, comment) {
+			n++
+		}
+	}
+	return n, nil
 }
