@@ -13,7 +13,7 @@ import (
 func TestRelay(t *testing.T) {
 	upstream := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 		w.WriteHeader(http.StatusTeapot)
-		io.WriteString(w, "from upstream")
+		_, _ = io.WriteString(w, "from upstream")
 	}))
 	defer upstream.Close()
 	relay := httptest.NewServer(relayHandler())

@@ -139,8 +139,11 @@ func TestScaledToZeroBySomeoneElse(t *testing.T) {
 			Eventually(t, time.Minute, 20*time.Millisecond, func(ctx context.Context) error {
 				if proxiedAt.IsZero() {
 					slices, err := e.ProxySlices(ctx, ns, "demoapp")
-					if err != nil || len(slices) == 0 {
-						return fmt.Errorf("no proxy slice yet (%v)", err)
+					if err != nil {
+						return err
+					}
+					if len(slices) == 0 {
+						return fmt.Errorf("no proxy slice yet")
 					}
 					proxiedAt = time.Now()
 				}
@@ -149,8 +152,10 @@ func TestScaledToZeroBySomeoneElse(t *testing.T) {
 				}
 				// Converged with no rule at all is kube-proxy rejecting
 				// (no endpoints): wait for the resolvers' rules.
-				if n, err := e.kubeProxyDestinations(ctx, ns, "demoapp"); err != nil || n == 0 {
-					return fmt.Errorf("kube-proxy has %d destinations for the Service (%v)", n, err)
+				if n, err := e.kubeProxyDestinations(ctx, ns, "demoapp"); err != nil {
+					return err
+				} else if n == 0 {
+					return fmt.Errorf("kube-proxy has no destination for the Service yet")
 				}
 				routedAt = time.Now()
 				return nil

@@ -146,7 +146,7 @@ func TestNetworkPolicyNotBypassedThroughResolver(t *testing.T) {
 			return fmt.Errorf("outsider reaches the backend directly: %q", body)
 		}
 		if body, err := relayGet(ctx, e, frontend, backendURL); err != nil || !strings.Contains(body, "hello from guarded-") {
-			return fmt.Errorf("frontend cut off from the backend: %q %v", body, err)
+			return fmt.Errorf("frontend cut off from the backend: %q %w", body, err)
 		}
 		return nil
 	}
