@@ -158,14 +158,15 @@ func sameWorkload(ref autoscalingv2.CrossVersionObjectReference, target elastiv1
 // one is not zero; unhealthy when a reading is missing. Messages hold no
 // measured value, so that they stay stable from one reading to the next.
 //
-// Zero readings of an HPA that is not scaling (its ScalingActive condition
-// False, as at a zero it did not cause), or that resumed less than
-// hpaSettle before now, are not taken for idle: they may predate the wake.
-// After Elasti wakes the target, the HPA's first sync reads metrics that the
-// traffic which woke it may not have reached yet (scrape interval, rate
-// window); taking those zeros for idle put the target back to sleep in the
-// middle of a burst (TestHPAMinReplicasZeroWithElasti, e2e).
-func hpaMetricsVerdict(h *autoscalingv2.HorizontalPodAutoscaler, now time.Time) scaling.Result {
+// Zero readings are not taken for idle while they may predate the last
+// wake (woke; zero for none): within hpaSettle of it, or while the HPA is
+// not scaling (its ScalingActive condition False, as at a zero it did not
+// cause) or resumed less than hpaSettle ago. Right after a wake the HPA
+// still shows readings from before it, and its next syncs read metrics that
+// the traffic which woke the target may not have reached yet (scrape
+// interval, rate window). Taking those zeros for idle put the target back to
+// sleep in the middle of a burst (TestHPAMinReplicasZeroWithElasti, e2e).
+func hpaMetricsVerdict(h *autoscalingv2.HorizontalPodAutoscaler, now, woke time.Time) scaling.Result {
 	spec, cur := h.Spec.Metrics, h.Status.CurrentMetrics
 	if len(spec) == 0 || len(cur) != len(spec) {
 		return scaling.Result{State: scaling.StateUnhealthy, Reason: ReasonHPAMetricsUnavailable,
@@ -184,6 +185,10 @@ func hpaMetricsVerdict(h *autoscalingv2.HorizontalPodAutoscaler, now time.Time) 
 			}
 		}
 	}
+	if !woke.IsZero() && now.Sub(woke) < hpaSettle {
+		return scaling.Result{State: scaling.StateActive,
+			Message: fmt.Sprintf("HPA %s: woken less than %s ago, waiting for readings taken after the wake", h.Name, hpaSettle)}
+	}
 	for _, c := range h.Status.Conditions {
 		if c.Type != autoscalingv2.ScalingActive {
 			continue
@@ -200,11 +205,12 @@ func hpaMetricsVerdict(h *autoscalingv2.HorizontalPodAutoscaler, now time.Time) 
 	return scaling.Result{State: scaling.StateIdle, Message: fmt.Sprintf("every metric of HPA %s reads zero", h.Name)}
 }
 
-// hpaSettle is how long after an HPA resumes scaling its readings are not
-// yet trusted to say idle: longer than one sync of the HPA controller (15 s
-// by default, --horizontal-pod-autoscaler-sync-period), so that the reading
-// used was taken at a sync after the one that resumed.
-const hpaSettle = 20 * time.Second
+// hpaSettle is how long after a wake, or after an HPA resumes scaling, its
+// zero readings are not yet trusted to say idle: two syncs of the HPA
+// controller (15 s each by default, --horizontal-pod-autoscaler-sync-period)
+// and a scrape, so that the reading used was taken at a sync that came after
+// the wake's traffic reached the metric.
+const hpaSettle = 40 * time.Second
 
 // currentValues returns the value and averageValue a reading holds, for a
 // reading of the metric type want; false when it holds neither.
@@ -493,6 +499,6 @@ func hpaChanged() predicate.Predicate {
 		return ptr.Deref(o.Spec.MinReplicas, 1) != ptr.Deref(n.Spec.MinReplicas, 1) ||
 			o.Spec.ScaleTargetRef != n.Spec.ScaleTargetRef ||
 			!reflect.DeepEqual(o.Spec.Metrics, n.Spec.Metrics) ||
-			hpaMetricsVerdict(o, time.Now()).State != hpaMetricsVerdict(n, time.Now()).State
+			hpaMetricsVerdict(o, time.Now(), time.Time{}).State != hpaMetricsVerdict(n, time.Now(), time.Time{}).State
 	}}
 }

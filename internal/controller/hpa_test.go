@@ -143,7 +143,7 @@ func TestHPAMetricsVerdict(t *testing.T) {
 		{"a reading of another type (failed metric)", two(externalReading("queue", nil, q("0")), autoscalingv2.MetricStatus{}), scaling.StateUnhealthy},
 		{"a reading without a value", two(externalReading("queue", nil, nil), objectReading("rps", q("0"))), scaling.StateUnhealthy},
 	} {
-		got := hpaMetricsVerdict(tc.hpa, time.Now())
+		got := hpaMetricsVerdict(tc.hpa, time.Now(), time.Time{})
 		if got.State != tc.want {
 			t.Errorf("%s: %+v, want %s", tc.name, got, tc.want)
 		}
@@ -277,7 +277,28 @@ func TestHPAVerdictWaitsForAReadingAfterTheWake(t *testing.T) {
 		{"resumed just under the settle time", withActive(corev1.ConditionTrue, hpaSettle-time.Second), scaling.StateActive},
 		{"scaling for a minute", withActive(corev1.ConditionTrue, time.Minute), scaling.StateIdle},
 	} {
-		if got := hpaMetricsVerdict(tc.hpa, now); got.State != tc.want {
+		if got := hpaMetricsVerdict(tc.hpa, now, time.Time{}); got.State != tc.want {
+			t.Errorf("%s: %+v, want %s", tc.name, got, tc.want)
+		}
+	}
+}
+
+// Right after a wake the HPA still shows its readings from before it.
+func TestHPAVerdictDistrustsZerosRightAfterAWake(t *testing.T) {
+	now := time.Now()
+	h := newHPA(ptr.To[int32](1), externalMetric("queue"))
+	h.Status.CurrentMetrics = []autoscalingv2.MetricStatus{externalReading("queue", nil, q("0"))}
+	for _, tc := range []struct {
+		name string
+		woke time.Time
+		want scaling.State
+	}{
+		{"never woken", time.Time{}, scaling.StateIdle},
+		{"woken 8s ago", now.Add(-8 * time.Second), scaling.StateActive},
+		{"woken just under the settle time ago", now.Add(-hpaSettle + time.Second), scaling.StateActive},
+		{"woken a while ago", now.Add(-2 * hpaSettle), scaling.StateIdle},
+	} {
+		if got := hpaMetricsVerdict(h, now, tc.woke); got.State != tc.want {
 			t.Errorf("%s: %+v, want %s", tc.name, got, tc.want)
 		}
 	}

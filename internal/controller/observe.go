@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
@@ -117,7 +118,11 @@ func (r *Reconciler) observe(ctx context.Context, es *elastiv1alpha1.ElastiServi
 		ctrl.LoggerFrom(ctx).V(1).Info("triggers evaluated", "state", res.State, "value", res.Value, "reason", res.Reason)
 	}
 	if o.needsTriggers() && hold.custody && hold.hpa != nil {
-		res := hpaMetricsVerdict(hold.hpa, o.now)
+		var woke time.Time
+		if es.Status.LastScaledUpTime != nil {
+			woke = es.Status.LastScaledUpTime.Time
+		}
+		res := hpaMetricsVerdict(hold.hpa, o.now, woke)
 		o.hpa.metrics = &res
 		ctrl.LoggerFrom(ctx).V(1).Info("HPA metrics read", "hpa", hold.hpa.Name, "state", res.State, "value", res.Value, "reason", res.Reason)
 	}
