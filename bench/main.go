@@ -108,10 +108,12 @@ func checkMain(args []string) error {
 
 // bench is one run.
 type bench struct {
-	cfg    cluster.Config
-	runs   int
-	report report.Report
-	start  time.Time
+	cfg  cluster.Config
+	runs int
+	// hpaRuns is the number of runs of each of (e) and (f) (hpa.go).
+	hpaRuns int
+	report  report.Report
+	start   time.Time
 	// cleanupAfter deletes the bench's namespaces at the end.
 	cleanupAfter bool
 }
@@ -135,6 +137,7 @@ func runMain(args []string) error {
 	out := fs.String("out", "bench/results", "directory for latest.md and latest.json")
 	microOnly := fs.Bool("micro-only", false, "run only the Go microbenchmarks (no cluster)")
 	runs := fs.Int("runs", 30, "cold-start runs (each of (c) and (d))")
+	hpaRuns := fs.Int("hpa-runs", 3, "cold-start runs with an HPA at minReplicas 0 (each of (e) and (f)); each takes over a minute")
 	microCount := fs.Int("micro-count", 5, "go test -count for the microbenchmarks")
 	cleanup := fs.Bool("cleanup", os.Getenv(cluster.TeardownEnv) != "1", "delete the bench's namespaces at the end (default: unless `elasti-cluster run` takes the cluster down anyway)")
 	readme := fs.String("readme", "", "README whose benchmark table to rewrite from the results (hack/bench.sh passes README.md)")
@@ -152,7 +155,7 @@ func runMain(args []string) error {
 	if err != nil {
 		return err
 	}
-	b := &bench{cfg: cfg, runs: *runs, start: time.Now(), cleanupAfter: *cleanup}
+	b := &bench{cfg: cfg, runs: *runs, hpaRuns: *hpaRuns, start: time.Now(), cleanupAfter: *cleanup}
 	if *since > 0 {
 		b.start = time.Unix(*since, 0)
 	}

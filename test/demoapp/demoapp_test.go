@@ -37,7 +37,7 @@ func get(t *testing.T, url string) string {
 }
 
 func TestHTTPCountsRequestsAndEchoesWebSocket(t *testing.T) {
-	srv := httptest.NewServer(newHTTPHandler("pod-a", true, nil, nil))
+	srv := httptest.NewServer(newHTTPHandler("pod-a", true, false, nil, nil))
 	defer srv.Close()
 
 	if body := get(t, srv.URL+"/x"); body != "hello from pod-a: GET /x\n" {
@@ -123,7 +123,7 @@ func TestHTTPLedgerBodyAndDrain(t *testing.T) {
 		t.Fatal(err)
 	}
 	var draining atomic.Bool
-	srv := httptest.NewServer(newHTTPHandler("pod-a", false, executed, &draining))
+	srv := httptest.NewServer(newHTTPHandler("pod-a", false, false, executed, &draining))
 	defer srv.Close()
 
 	post := func(id string) *http.Response {

@@ -18,12 +18,14 @@ const RequestIDHeader = "X-Request-Id"
 
 // newHTTPHandler serves "/" (the pod's name, and the size and SHA-256 of any
 // body), "/healthz", "/metrics" and, when enabled, the WebSocket echo at
-// "/ws" (open ones counted in websocket_connections_open). Requests to "/" and "/ws" count in http_requests_total; requests to
-// "/" are recorded in the ledger (by X-Request-Id) once their body is read.
+// "/ws" (open ones counted in websocket_connections_open) and the relay at
+// "/relay" (relay.go). Requests to "/", "/ws" and "/relay" count in
+// http_requests_total; requests to "/" are recorded in the ledger (by
+// X-Request-Id) once their body is read.
 // While draining is set, every answer carries Connection: close, so a
 // keep-alive client opens its next request on a new connection, which
 // kube-proxy routes away from this terminating pod.
-func newHTTPHandler(name string, ws bool, executed *ledger, draining *atomic.Bool) http.Handler {
+func newHTTPHandler(name string, ws, relay bool, executed *ledger, draining *atomic.Bool) http.Handler {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	requests := prometheus.NewCounterVec(prometheus.CounterOpts{
@@ -58,6 +60,11 @@ func newHTTPHandler(name string, ws bool, executed *ledger, draining *atomic.Boo
 	mux.Handle("/", promhttp.InstrumentHandlerCounter(requests, hello))
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
 	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
+	if relay {
+		// Counted like "/": a relay pod stands for a load balancer whose
+		// request rate an HPA can scale on, even while its backend is at zero.
+		mux.Handle("/relay", promhttp.InstrumentHandlerCounter(requests, relayHandler()))
+	}
 	if ws {
 		mux.Handle("/ws", promhttp.InstrumentHandlerInFlight(openWS, promhttp.InstrumentHandlerCounter(requests, http.HandlerFunc(wsEcho))))
 	}

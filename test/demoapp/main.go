@@ -93,13 +93,7 @@ func run(stop context.Context, o options) error {
 	}
 	var draining atomic.Bool
 	g, ctx := errgroup.WithContext(afterDrain(stop, o.drain, &draining))
-	handler := newHTTPHandler(name, o.websocket, executed, &draining)
-	if o.relay {
-		mux := http.NewServeMux()
-		mux.Handle("/relay", relayHandler())
-		mux.Handle("/", handler)
-		handler = mux
-	}
+	handler := newHTTPHandler(name, o.websocket, o.relay, executed, &draining)
 	httpSrv := &http.Server{Addr: o.httpAddr, Handler: handler, ReadHeaderTimeout: 10 * time.Second}
 	g.Go(func() error {
 		slog.Info("serving HTTP", "addr", o.httpAddr)

@@ -48,3 +48,30 @@ func TestRelay(t *testing.T) {
 		}
 	}
 }
+
+// TestRelayCounted: relayed requests count in http_requests_total, failed
+// ones included, so that an HPA can scale the app behind the relay on the
+// relay's request rate even while that app has no pod.
+func TestRelayCounted(t *testing.T) {
+	srv := httptest.NewServer(newHTTPHandler("front", false, true, nil, nil))
+	defer srv.Close()
+	for range 3 {
+		resp, err := http.Get(srv.URL + "/relay?url=" + url.QueryEscape("http://127.0.0.1:1/"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusBadGateway {
+			t.Fatalf("relay to a closed port: %s, want 502", resp.Status)
+		}
+	}
+	resp, err := http.Get(srv.URL + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if want := `http_requests_total{code="502",method="get"} 3`; !strings.Contains(string(body), want) {
+		t.Errorf("metrics do not count the relayed requests: want %q in\n%s", want, body)
+	}
+}

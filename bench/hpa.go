@@ -1,0 +1,323 @@
+//go:build bench
+
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	autoscalingv2 "k8s.io/api/autoscaling/v2"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	elastiv1alpha1 "elasti.dev/elasti/api/v1alpha1"
+	"elasti.dev/elasti/internal/testenv/estest"
+	"elasti.dev/elasti/test/cluster"
+	"elasti.dev/elasti/test/e2e"
+)
+
+// A request at zero with an HPA at minReplicas 0 (Kubernetes 1.37), with and
+// without Elasti. Two workloads in nsHPA, each with an HPA at minReplicas 0
+// on the cluster's External metric (a request rate through Prometheus and
+// the Prometheus adapter) and each behind a front of its own: a relay pod
+// (the demo app's /relay) that stands for the load balancer in front of a
+// real service. The metric is the front's request rate, since a request
+// that finds no pod leaves no trace in a metric taken from the pods.
+//
+//   - (e) "elastic" has an ElastiService naming its HPA, so Elasti holds the
+//     HPA's floor at 1 and takes the step to zero itself. One request
+//     through the front, held by the resolver until the target is ready.
+//   - (f) "plain" has the HPA alone. The client asks the front every 200 ms
+//     until an answer comes from the workload; the HPA brings it up once the
+//     front's rate reaches it (scrape, adapter, the HPA's 15 s sync).
+//
+// Between runs the bench puts each workload to zero itself, the plain one
+// only once its HPA's metric reads zero again (the rate is over one minute),
+// so that the HPA does not bring it back at once. The runs alternate, (f)
+// then (e), both starting at the same phase of the wall-clock second.
+
+const (
+	secHPA  = "Cold start with an HPA at minReplicas: 0"
+	nsHPA   = "bench-hpa"
+	hpaWith = "elastic" // the workload with an ElastiService
+	hpaBare = "plain"   // the workload with its HPA alone
+	// hpaRetry is how often the client of (f) tries again.
+	hpaRetry = 200 * time.Millisecond
+)
+
+// frontName is the relay pod in front of workload app.
+func frontName(app string) string { return "front-" + app }
+
+// frontRateHPA is an HPA at minReplicas 0 and maxReplicas 1 for Deployment
+// app, on the request rate of app's front: any request makes it want one
+// replica.
+func frontRateHPA(app string) *autoscalingv2.HorizontalPodAutoscaler {
+	return &autoscalingv2.HorizontalPodAutoscaler{
+		ObjectMeta: metav1.ObjectMeta{Name: app, Namespace: nsHPA},
+		Spec: autoscalingv2.HorizontalPodAutoscalerSpec{
+			ScaleTargetRef: autoscalingv2.CrossVersionObjectReference{APIVersion: "apps/v1", Kind: "Deployment", Name: app},
+			MinReplicas:    ptr.To[int32](0),
+			MaxReplicas:    1,
+			Metrics: []autoscalingv2.MetricSpec{{
+				Type: autoscalingv2.ExternalMetricSourceType,
+				External: &autoscalingv2.ExternalMetricSource{
+					Metric: autoscalingv2.MetricIdentifier{
+						Name:     cluster.ExternalRequestRate,
+						Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": frontName(app)}},
+					},
+					Target: autoscalingv2.MetricTarget{Type: autoscalingv2.AverageValueMetricType, AverageValue: ptr.To(resource.MustParse("1"))},
+				},
+			}},
+		},
+	}
+}
+
+func frontDeployment(app string) *appsv1.Deployment {
+	return demoDeployment(nsHPA, frontName(app), 1, corev1.EnvVar{Name: "RELAY", Value: "true"})
+}
+
+// hpaSetup deploys both workloads, their fronts and HPAs, and the
+// ElastiService, and returns the fronts' pod IPs and the workloads'
+// ClusterIP URLs.
+func hpaSetup(ctx context.Context) (fronts, targets map[string]string, err error) {
+	if err := createNamespace(ctx, nsHPA); err != nil {
+		return nil, nil, err
+	}
+	for _, app := range []string{hpaWith, hpaBare} {
+		if err := kube.Client.Create(ctx, demoDeployment(nsHPA, app, 1)); err != nil {
+			return nil, nil, err
+		}
+		if err := kube.Client.Create(ctx, e2e.DemoAppHTTPService(nsHPA, app)); err != nil {
+			return nil, nil, err
+		}
+		if err := kube.Client.Create(ctx, frontDeployment(app)); err != nil {
+			return nil, nil, err
+		}
+	}
+	fronts, targets = map[string]string{}, map[string]string{}
+	for _, app := range []string{hpaWith, hpaBare} {
+		if err := waitReady(ctx, nsHPA, app, 1); err != nil {
+			return nil, nil, err
+		}
+		ip, err := clusterIP(ctx, nsHPA, app)
+		if err != nil {
+			return nil, nil, err
+		}
+		targets[app] = "http://" + net.JoinHostPort(ip, fmt.Sprint(servicePort)) + "/"
+		if fronts[app], err = runningPodIP(ctx, nsHPA, frontName(app)); err != nil {
+			return nil, nil, err
+		}
+	}
+	for _, app := range []string{hpaWith, hpaBare} {
+		if err := kube.Client.Create(ctx, frontRateHPA(app)); err != nil {
+			return nil, nil, fmt.Errorf("HPA at minReplicas 0 (Kubernetes 1.37 or later): %w", err)
+		}
+	}
+	// No trigger: the HPA's metric alone says idle; the bench puts the
+	// target to zero itself between runs.
+	es := estest.New(nsHPA, hpaWith)
+	es.Spec.Autoscaler = &elastiv1alpha1.AutoscalerRef{Type: elastiv1alpha1.AutoscalerHPA, Name: hpaWith}
+	if err := kube.Client.Create(ctx, es); err != nil {
+		return nil, nil, err
+	}
+	err = e2e.Poll(ctx, time.Minute, 200*time.Millisecond, func(ctx context.Context) error {
+		h, err := kube.Clientset.AutoscalingV2().HorizontalPodAutoscalers(nsHPA).Get(ctx, hpaWith, metav1.GetOptions{})
+		if err == nil && ptr.Deref(h.Spec.MinReplicas, 0) != 1 {
+			err = fmt.Errorf("HPA %s/%s has minReplicas %d: Elasti has not raised its floor", nsHPA, hpaWith, ptr.Deref(h.Spec.MinReplicas, 0))
+		}
+		return err
+	})
+	return fronts, targets, err
+}
+
+func runningPodIP(ctx context.Context, ns, app string) (string, error) {
+	var ip string
+	err := e2e.Poll(ctx, 2*time.Minute, 200*time.Millisecond, func(ctx context.Context) error {
+		pods, err := kube.Pods(ctx, ns, map[string]string{"app": app})
+		if err != nil {
+			return err
+		}
+		for _, p := range pods {
+			if p.Status.PodIP != "" && p.DeletionTimestamp == nil && p.Status.Phase == corev1.PodRunning {
+				ip = p.Status.PodIP
+				return nil
+			}
+		}
+		return fmt.Errorf("no running pod of %s/%s", ns, app)
+	})
+	return ip, err
+}
+
+// viaFront asks the relay at frontIP to GET target, and returns nil only
+// when the workload itself answered 200.
+func viaFront(ctx context.Context, c *http.Client, frontIP, target string) error {
+	u := "http://" + net.JoinHostPort(frontIP, fmt.Sprint(e2e.DemoHTTPTarget)) + "/relay?url=" + url.QueryEscape(target)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+	if err != nil {
+		return err
+	}
+	resp, err := c.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, 4<<10))
+	if err != nil {
+		return err
+	}
+	if resp.StatusCode != http.StatusOK || !strings.HasPrefix(string(body), "200 ") {
+		return fmt.Errorf("front answered %s: %s", resp.Status, strings.TrimSpace(string(body)))
+	}
+	return nil
+}
+
+// frontRate is the External metric the HPA of app reads, as the API server
+// serves it to the HPA controller.
+func frontRate(ctx context.Context, app string) (float64, error) {
+	path := fmt.Sprintf("/apis/external.metrics.k8s.io/v1beta1/namespaces/%s/%s?labelSelector=%s",
+		nsHPA, cluster.ExternalRequestRate, url.QueryEscape("app="+frontName(app)))
+	raw, err := kube.Clientset.Discovery().RESTClient().Get().AbsPath(path).DoRaw(ctx)
+	if err != nil {
+		return 0, err
+	}
+	// The list's items carry a "value" quantity each; one item here.
+	var list struct {
+		Items []struct {
+			Value resource.Quantity `json:"value"`
+		} `json:"items"`
+	}
+	if err := json.Unmarshal(raw, &list); err != nil {
+		return 0, err
+	}
+	if len(list.Items) == 0 {
+		return 0, errors.New("no value")
+	}
+	return list.Items[0].Value.AsApproximateFloat64(), nil
+}
+
+// plainToZero puts the plain workload to zero once its front's rate reads
+// zero, so that its HPA leaves it there.
+func plainToZero(ctx context.Context) error {
+	if err := e2e.Poll(ctx, 3*time.Minute, time.Second, func(ctx context.Context) error {
+		v, err := frontRate(ctx, hpaBare)
+		if err == nil && v != 0 {
+			err = fmt.Errorf("the front's rate reads %g", v)
+		}
+		return err
+	}); err != nil {
+		return err
+	}
+	if err := kube.ScaleTo(ctx, nsHPA, hpaBare, 0); err != nil {
+		return err
+	}
+	return waitNoPods(ctx, nsHPA, hpaBare)
+}
+
+type hpaPlainRun struct {
+	total, toScale float64 // ms
+	attempts       int
+}
+
+// hpaPlainOnce: the HPA alone brings the plain workload up; the client
+// retries through its front until the workload answers.
+func hpaPlainOnce(ctx context.Context, c *http.Client, front, target string, phase time.Duration) (hpaPlainRun, error) {
+	var r hpaPlainRun
+	if err := plainToZero(ctx); err != nil {
+		return r, err
+	}
+	settle(phase)
+	wctx, cancel := context.WithTimeout(ctx, 3*time.Minute)
+	defer cancel()
+	scaled, err := watchScaled(wctx, nsHPA, hpaBare)
+	if err != nil {
+		return r, err
+	}
+	t0 := time.Now()
+	for {
+		r.attempts++
+		err := viaFront(wctx, c, front, target)
+		if err == nil {
+			break
+		}
+		if wctx.Err() != nil {
+			return r, fmt.Errorf("no answer after %d attempts in %s: %w", r.attempts, time.Since(t0).Round(time.Second), err)
+		}
+		time.Sleep(hpaRetry)
+	}
+	r.total = ms(time.Since(t0))
+	tScaled, err := waitFor(ctx, scaled, 10*time.Second)
+	if err != nil {
+		return r, fmt.Errorf("scale write: %w", err)
+	}
+	r.toScale = ms(tScaled.Sub(t0))
+	return r, nil
+}
+
+// hpaElastiOnce: the workload in Elasti's custody, at zero; one request
+// through its front, held until the target is ready.
+func hpaElastiOnce(ctx context.Context, c *http.Client, front, target string, phase time.Duration) (float64, error) {
+	if err := kube.ScaleTo(ctx, nsHPA, hpaWith, 0); err != nil {
+		return 0, err
+	}
+	if err := waitAsleep(ctx, nsHPA, hpaWith); err != nil {
+		return 0, err
+	}
+	if err := waitNoPods(ctx, nsHPA, hpaWith); err != nil {
+		return 0, err
+	}
+	settle(phase)
+	t0 := time.Now()
+	if err := viaFront(ctx, c, front, target); err != nil {
+		return 0, fmt.Errorf("request at zero: %w", err)
+	}
+	took := ms(time.Since(t0))
+	return took, waitAwake(ctx, nsHPA, hpaWith)
+}
+
+// hpaColdStarts measures (e) and (f), runs times each, alternating.
+func (b *bench) hpaColdStarts(ctx context.Context, runs int) error {
+	logf("deploying the HPA workloads (%s)", nsHPA)
+	fronts, targets, err := hpaSetup(ctx)
+	if err != nil {
+		b.note("The HPA cold starts were not measured: %s.", oneLine(err.Error()))
+		return nil
+	}
+	b.note("(e) and (f): two demo apps in %s, each with an autoscaling/v2 HPA at minReplicas 0 (maxReplicas 1) on the External metric %s, the request rate of a relay pod in front of the app (the demo app's /relay, standing for a load balancer) through Prometheus (2 s scrapes) and prometheus-adapter; the HPA controller syncs every 15 s (the default). (e)'s app also has an ElastiService naming its HPA, which Elasti holds at a floor of 1. The bench puts each app to zero itself before a run, (f)'s once its HPA's metric reads zero again; the client is on the node and asks the relay pod.", nsHPA, cluster.ExternalRequestRate)
+	c := b.nodeClient(90 * time.Second)
+	var es, fs, fScale, attempts, diff []float64
+	for i := range runs {
+		phase := rand.N(time.Second)
+		f, err := hpaPlainOnce(ctx, c, fronts[hpaBare], targets[hpaBare], phase)
+		if err != nil {
+			return fmt.Errorf("HPA alone, run %d: %w", i+1, err)
+		}
+		e, err := hpaElastiOnce(ctx, c, fronts[hpaWith], targets[hpaWith], phase)
+		if err != nil {
+			return fmt.Errorf("HPA with Elasti, run %d: %w", i+1, err)
+		}
+		logf("HPA cold start %d/%d: (e) %.0f ms, (f) %.0f ms after %d attempts", i+1, runs, e, f.total, f.attempts)
+		es, fs, fScale = append(es, e), append(fs, f.total), append(fScale, f.toScale)
+		attempts, diff = append(attempts, float64(f.attempts)), append(diff, f.total-e)
+	}
+	b.add(fig(secHPA, "(e) with Elasti: the request at zero, answered", "ms", es, nil,
+		"one GET through the front; Elasti holds the HPA's floor at 1 and the resolver holds the request while the target starts"))
+	b.add(fig(secHPA, "(f) HPA alone: first attempt → first answer", "ms", fs, nil,
+		fmt.Sprintf("the client asks the front again every %s until the workload answers; the attempts before fail at once (no endpoint)", hpaRetry)))
+	b.add(fig(secHPA, "(f): first attempt → the HPA's scale write seen", "ms", fScale, nil,
+		"the front's rate scraped by Prometheus (every 2 s), read through the adapter, acted on at the HPA controller's next sync (every 15 s, the default)"))
+	b.add(fig(secHPA, "(f): attempts until the first answer", "requests", attempts, nil, "each one failed request a client without Elasti sees"))
+	b.add(fig(secHPA, "(f)-(e), paired runs", "ms", diff, nil, "run i of (f) minus run i of (e), both started at the same phase of the wall-clock second"))
+	return nil
+}
