@@ -85,6 +85,11 @@ type ElastiServiceSpec struct {
 	// +optional
 	EnabledPeriod *EnabledPeriod `json:"enabledPeriod,omitempty"`
 
+	// PreWarm wakes the target on a schedule, ahead of a known busy time,
+	// as a request would wake it.
+	// +optional
+	PreWarm *PreWarm `json:"preWarm,omitempty"`
+
 	// Proxy tunes how the resolver holds traffic while the target is at zero.
 	// +optional
 	Proxy *ProxySpec `json:"proxy,omitempty"`
@@ -223,13 +228,22 @@ type AutoscalerRef struct {
 // which the target may be scaled to zero.
 type EnabledPeriod struct {
 	// Schedule is a standard five-field cron expression (minute hour
-	// day-of-month month day-of-week) or a descriptor such as @daily, in UTC.
-	// Admission checks its shape and parses it with the operator's cron
-	// parser, so out-of-range fields such as minute 61 are refused.
+	// day-of-month month day-of-week) or a descriptor such as @daily, read
+	// in TimeZone. Admission checks its shape and parses it with the
+	// operator's cron parser, so out-of-range fields such as minute 61 are
+	// refused.
 	// +required
 	// +kubebuilder:validation:MaxLength=256
 	// +kubebuilder:validation:XValidation:rule="self.matches('^(@(yearly|annually|monthly|weekly|daily|midnight|hourly)|[0-9A-Za-z*/,?-]+( +[0-9A-Za-z*/,?-]+){4})$')",messageExpression="'spec.enabledPeriod.schedule must be a five-field cron expression (minute hour day-of-month month day-of-week) such as \"0 9 * * 1-5\", or a descriptor such as @daily; got \"' + self + '\"'"
 	Schedule string `json:"schedule"`
+
+	// TimeZone is the IANA time zone the schedule is read in, such as
+	// Europe/Berlin. Empty means UTC. Admission checks its shape and loads
+	// it from the operator's time zone database.
+	// +optional
+	// +kubebuilder:validation:MaxLength=64
+	// +kubebuilder:validation:XValidation:rule="self.matches('^[A-Za-z][A-Za-z0-9_+-]*(/[A-Za-z0-9_+-]+)*$') && self != 'Local'",messageExpression="'spec.enabledPeriod.timeZone must be an IANA time zone name, area/location such as Europe/Berlin or America/New_York, or UTC; got \"' + self + '\"'"
+	TimeZone string `json:"timeZone,omitempty"`
 
 	// Two rules check a duration (here and in ProxySpec.HoldTimeout). The
 	// first is Go's duration syntax, sign included, so that "-5m" is told it
@@ -246,6 +260,28 @@ type EnabledPeriod struct {
 	// +kubebuilder:validation:XValidation:rule="self.matches('^[-+]?(0|(([0-9]+(\\\\.[0-9]*)?|\\\\.[0-9]+)(ns|us|µs|μs|ms|s|m|h))+)$')",messageExpression="'spec.enabledPeriod.duration must be a Go duration, numbers each followed by a unit (ns, us, ms, s, m, h), such as 8h, 90m or 1h30m; got \"' + self + '\"'"
 	// +kubebuilder:validation:XValidation:rule="!self.matches('^[-+]?(0|(([0-9]{1,5}(\\\\.[0-9]*)?|\\\\.[0-9]+)(ns|us|µs|μs|ms|s|m|h))+)$') || duration(self) > duration('0s')",messageExpression="'spec.enabledPeriod.duration must be positive, such as 8h, 90m or 1h30m; got \"' + self + '\", which is not above zero'"
 	Duration string `json:"duration"`
+}
+
+// PreWarm is a schedule of wakes. At each firing a target at zero is woken
+// as a request would wake it, and the cooldown starts again from the
+// firing's wake.
+type PreWarm struct {
+	// Schedule is a standard five-field cron expression (minute hour
+	// day-of-month month day-of-week) or a descriptor such as @daily, read
+	// in TimeZone: when to wake the target. Admission checks its shape and
+	// parses it with the operator's cron parser.
+	// +required
+	// +kubebuilder:validation:MaxLength=256
+	// +kubebuilder:validation:XValidation:rule="self.matches('^(@(yearly|annually|monthly|weekly|daily|midnight|hourly)|[0-9A-Za-z*/,?-]+( +[0-9A-Za-z*/,?-]+){4})$')",messageExpression="'spec.preWarm.schedule must be a five-field cron expression (minute hour day-of-month month day-of-week) such as \"55 8 * * 1-5\", or a descriptor such as @daily; got \"' + self + '\"'"
+	Schedule string `json:"schedule"`
+
+	// TimeZone is the IANA time zone the schedule is read in, such as
+	// Europe/Berlin. Empty means UTC. Admission checks its shape and loads
+	// it from the operator's time zone database.
+	// +optional
+	// +kubebuilder:validation:MaxLength=64
+	// +kubebuilder:validation:XValidation:rule="self.matches('^[A-Za-z][A-Za-z0-9_+-]*(/[A-Za-z0-9_+-]+)*$') && self != 'Local'",messageExpression="'spec.preWarm.timeZone must be an IANA time zone name, area/location such as Europe/Berlin or America/New_York, or UTC; got \"' + self + '\"'"
+	TimeZone string `json:"timeZone,omitempty"`
 }
 
 // ProxySpec tunes how the resolver holds traffic while the target is at zero.
@@ -266,4 +302,14 @@ type ProxySpec struct {
 	// +kubebuilder:validation:Minimum=1
 	// +kubebuilder:validation:Maximum=1000000
 	MaxHeldRequests int32 `json:"maxHeldRequests,omitempty"`
+
+	// StaticResponses answer matching HTTP requests at the resolver, such
+	// as health checks, without waking the target and without counting as
+	// traffic. Rules are tried in order; the first that matches and applies
+	// in the target's current state answers.
+	// +optional
+	// +kubebuilder:validation:MaxItems=16
+	// +listType=atomic
+	// +kubebuilder:validation:XValidation:rule="self.all(r, self.exists_one(s, s.name == r.name))",message="spec.proxy.staticResponses[].name must be unique in the list, and two rules share a name; give each rule its own name, such as healthz and readyz"
+	StaticResponses []StaticResponse `json:"staticResponses,omitempty"`
 }

@@ -77,6 +77,12 @@ type ElastiServiceStatus struct {
 	// +optional
 	LastScaledDownTime *metav1.Time `json:"lastScaledDownTime,omitempty"`
 
+	// LastPreWarmTime is the scheduled time of the last spec.preWarm firing
+	// the operator acted on. A firing at or before it is never acted on
+	// again.
+	// +optional
+	LastPreWarmTime *metav1.Time `json:"lastPreWarmTime,omitempty"`
+
 	// LastReconciledTime is when the operator last reconciled this object.
 	// +optional
 	LastReconciledTime *metav1.Time `json:"lastReconciledTime,omitempty"`

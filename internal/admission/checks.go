@@ -9,6 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	elastiv1alpha1 "elasti.dev/elasti/api/v1alpha1"
+	"elasti.dev/elasti/internal/scaling"
 	"elasti.dev/elasti/internal/sleepgate"
 )
 
@@ -18,7 +19,7 @@ import (
 type check func(spec *elastiv1alpha1.ElastiServiceSpec, path *field.Path) field.ErrorList
 
 // checks run in order; every error of every check is reported.
-var checks = []check{enabledPeriod, holdTimeout, thresholds, headers}
+var checks = []check{enabledPeriod, preWarm, holdTimeout, thresholds, headers}
 
 // Check returns what is wrong with es's spec that the CRD's rules and the
 // admission policy cannot see. Field paths start at spec.
@@ -44,10 +45,43 @@ func enabledPeriod(spec *elastiv1alpha1.ElastiServiceSpec, path *field.Path) fie
 		errs = append(errs, field.Invalid(path.Child("schedule"), p.Schedule,
 			err.Error()+`; use a five-field cron expression such as "0 9 * * 1-5" or a descriptor such as @daily`))
 	}
+	if err := timeZone(path.Child("timeZone"), p.TimeZone); err != nil {
+		errs = append(errs, err)
+	}
 	if err := positiveDuration(path.Child("duration"), p.Duration, "8h or 90m"); err != nil {
 		errs = append(errs, err)
 	}
 	return errs
+}
+
+// preWarm parses the schedule with the same cron parser as the
+// enabledPeriod's (scaling.ParsePreWarm uses it too) and loads the zone as
+// the operator does.
+func preWarm(spec *elastiv1alpha1.ElastiServiceSpec, path *field.Path) field.ErrorList {
+	p := spec.PreWarm
+	if p == nil {
+		return nil
+	}
+	path = path.Child("preWarm")
+	var errs field.ErrorList
+	if err := sleepgate.ParseSchedule(p.Schedule); err != nil {
+		errs = append(errs, field.Invalid(path.Child("schedule"), p.Schedule,
+			err.Error()+`; use a five-field cron expression such as "55 8 * * 1-5" or a descriptor such as @daily`))
+	}
+	if err := timeZone(path.Child("timeZone"), p.TimeZone); err != nil {
+		errs = append(errs, err)
+	}
+	return errs
+}
+
+// timeZone loads name as the operator does, from the time zone database it
+// embeds: a name of the right shape that names no zone (Europe/Bärlin, or
+// one newer than the operator's database) is refused here.
+func timeZone(path *field.Path, name string) *field.Error {
+	if _, err := scaling.LoadTimeZone(name); err != nil {
+		return field.Invalid(path, name, err.Error()+"; use an IANA time zone name such as Europe/Berlin, America/New_York or UTC")
+	}
+	return nil
 }
 
 // holdTimeout must be a duration the resolver uses rather than replacing it

@@ -25,6 +25,16 @@ func hold(d string) estest.Option {
 	}
 }
 
+func zone(tz string) estest.Option {
+	return func(es *elastiv1alpha1.ElastiService) { es.Spec.EnabledPeriod.TimeZone = tz }
+}
+
+func withPreWarm(schedule, tz string) estest.Option {
+	return func(es *elastiv1alpha1.ElastiService) {
+		es.Spec.PreWarm = &elastiv1alpha1.PreWarm{Schedule: schedule, TimeZone: tz}
+	}
+}
+
 func withHeaders(h map[string]string) estest.Option {
 	return func(es *elastiv1alpha1.ElastiService) { es.Spec.Triggers[0].Metadata.Headers = h }
 }
@@ -40,6 +50,14 @@ func TestCheck(t *testing.T) {
 		{name: "no optional fields"},
 		{name: "workdays", opts: []estest.Option{window("0 9 * * 1-5", "8h"), hold("30s"), prom}},
 		{name: "descriptor and compound durations", opts: []estest.Option{window("@daily", "1h30m"), hold("1.5m")}},
+		{name: "time zones", opts: []estest.Option{window("0 8 * * 1-5", "11h"), zone("Europe/Berlin"), withPreWarm("55 8 * * 1-5", "America/New_York")}},
+		{name: "unknown time zone", opts: []estest.Option{window("0 8 * * 1-5", "11h"), zone("Europe/Bärlin")}, want: []string{
+			`spec.enabledPeriod.timeZone: load time zone: unknown time zone Europe/Bärlin; use an IANA time zone name such as Europe/Berlin, America/New_York or UTC`}},
+		{name: "Local is not a zone", opts: []estest.Option{withPreWarm("@daily", "Local")}, want: []string{
+			`spec.preWarm.timeZone: "Local" is the operator's own time zone, not a zone name; use an IANA time zone name such as Europe/Berlin, America/New_York or UTC`}},
+		{name: "pre-warm minute 61 in an unknown zone", opts: []estest.Option{withPreWarm("61 8 * * 1-5", "Mars/Olympus_Mons")}, want: []string{
+			`spec.preWarm.schedule: end of range (61) above maximum (59): 61; use a five-field cron expression such as "55 8 * * 1-5" or a descriptor such as @daily`,
+			`spec.preWarm.timeZone: load time zone: unknown time zone Mars/Olympus_Mons; use an IANA time zone name such as Europe/Berlin, America/New_York or UTC`}},
 		{name: "minute 61", opts: []estest.Option{window("61 * * * *", "1h")}, want: []string{
 			`spec.enabledPeriod.schedule: end of range (61) above maximum (59): 61; use a five-field cron expression such as "0 9 * * 1-5" or a descriptor such as @daily`}},
 		{name: "backwards range", opts: []estest.Option{window("5-1 * * * *", "1h")}, want: []string{

@@ -4,8 +4,9 @@
 // Most of an ElastiService is checked by the CRD's CEL rules and the
 // trigger-threshold ValidatingAdmissionPolicy. This webhook refuses what CEL
 // cannot decide because the answer is a Go parser's: a schedule the
-// enabledPeriod gate's cron parser rejects (minute 61, a range 5-1), a
-// duration too long for time.ParseDuration, a threshold beyond float64, a
+// operator's cron parser rejects (minute 61, a range 5-1) in
+// spec.enabledPeriod or spec.preWarm, a time zone its embedded database
+// does not know, a duration too long for time.ParseDuration, a threshold beyond float64, a
 // header net/http would not send. Each check calls the function the
 // operator itself uses at run time, so admission and run time cannot
 // disagree. It checks CREATE, and UPDATE only when the spec changed, so

@@ -183,6 +183,36 @@ func TestWebhook(t *testing.T) {
 		}
 	})
 
+	t.Run("time zones and pre-warm schedules", func(t *testing.T) {
+		// Each name has the shape the CRD admits; only loading it, as the
+		// operator does, tells a zone from a typo.
+		for _, tc := range []struct {
+			name string
+			opts []estest.Option
+			want string
+		}{
+			{"zones", []estest.Option{window("0 8 * * 1-5", "11h"), zone("Europe/Berlin"), withPreWarm("55 8 * * 1-5", "Europe/Berlin")}, ""},
+			{"unknown-window-zone", []estest.Option{window("0 8 * * 1-5", "11h"), zone("Europe/Berlinn")},
+				`spec.enabledPeriod.timeZone: load time zone: unknown time zone Europe/Berlinn; use an IANA time zone name such as Europe/Berlin, America/New_York or UTC`},
+			{"unknown-prewarm-zone", []estest.Option{withPreWarm("55 8 * * 1-5", "America/Springfield")},
+				`spec.preWarm.timeZone: load time zone: unknown time zone America/Springfield; use an IANA time zone name such as Europe/Berlin, America/New_York or UTC`},
+			{"prewarm-minute-61", []estest.Option{withPreWarm("61 8 * * 1-5", "Europe/Berlin")},
+				`spec.preWarm.schedule: end of range (61) above maximum (59): 61; use a five-field cron expression such as "55 8 * * 1-5" or a descriptor such as @daily`},
+		} {
+			err := createThroughWebhook(ctx, c, estest.New(appsNS, tc.name, tc.opts...))
+			if tc.want == "" {
+				if err != nil {
+					t.Errorf("%s refused: %v", tc.name, err)
+				}
+				continue
+			}
+			want := `admission webhook "elastiservices.elasti.dev" denied the request: ` + tc.want
+			if !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), want) {
+				t.Errorf("%s:\n got %v\nwant an Invalid error containing %s", tc.name, err, want)
+			}
+		}
+	})
+
 	t.Run("duration too long for CEL to read", func(t *testing.T) {
 		// Go syntax, so the CRD's format rule passes; too many digits for
 		// its positivity rule to call duration(); Go overflows.

@@ -12,9 +12,11 @@ import (
 	"github.com/spf13/cobra"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/duration"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	elastiv1alpha1 "elasti.dev/elasti/api/v1alpha1"
+	"elasti.dev/elasti/internal/scaling"
 )
 
 func newStatusCommand(o Options, kf *kubeFlags) *cobra.Command {
@@ -69,7 +71,13 @@ func describe(w io.Writer, es *elastiv1alpha1.ElastiService, sc scaleReading, no
 	field("Mode", orNone(string(es.Status.Mode)))
 	field("Cooldown", fmt.Sprintf("%ds", es.Spec.CooldownPeriod))
 	if p := es.Spec.EnabledPeriod; p != nil {
-		field("Enabled period", fmt.Sprintf("%q for %s (UTC)", p.Schedule, p.Duration))
+		field("Enabled period", fmt.Sprintf("%q for %s (%s)", p.Schedule, p.Duration, scaling.ZoneName(p.TimeZone)))
+	}
+	if p := es.Spec.PreWarm; p != nil {
+		field("Pre-warm", preWarmLine(*p, now))
+	}
+	if es.Spec.PreWarm != nil || es.Status.LastPreWarmTime != nil {
+		field("Last pre-warm", ago(now, es.Status.LastPreWarmTime))
 	}
 	if a := es.Spec.Autoscaler; a != nil {
 		field("Autoscaler", fmt.Sprintf("%s %s", a.Type, a.Name))
@@ -141,6 +149,21 @@ func describe(w io.Writer, es *elastiv1alpha1.ElastiService, sc scaleReading, no
 		}
 	}
 	return nil
+}
+
+// preWarmLine words a pre-warm schedule and its next firing, with the
+// operator's own parser, in the schedule's zone.
+func preWarmLine(p elastiv1alpha1.PreWarm, now time.Time) string {
+	line := fmt.Sprintf("%q (%s)", p.Schedule, scaling.ZoneName(p.TimeZone))
+	pw, err := scaling.ParsePreWarm(p)
+	if err != nil {
+		return line + "; invalid, never fires: " + err.Error()
+	}
+	next := pw.Next(now)
+	if next.IsZero() {
+		return line + "; never fires again"
+	}
+	return fmt.Sprintf("%s; next in %s (%s)", line, duration.HumanDuration(next.Sub(now)), next.Format("2006-01-02 15:04 MST"))
 }
 
 func ago(now time.Time, t *metav1.Time) string {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -130,6 +131,32 @@ Triggers:
 `
 	if diff := cmp.Diff(want, b.String()); diff != "" {
 		t.Errorf("describe (-want +got):\n%s", diff)
+	}
+}
+
+// TestDescribeSchedules: the zone of the enabledPeriod, the next pre-warm
+// firing in its zone and the last one acted on.
+func TestDescribeSchedules(t *testing.T) {
+	es := testES(func(es *elastiv1alpha1.ElastiService) {
+		es.Spec.EnabledPeriod = &elastiv1alpha1.EnabledPeriod{Schedule: "0 8 * * 1-5", Duration: "11h", TimeZone: "Europe/Berlin"}
+		es.Spec.PreWarm = &elastiv1alpha1.PreWarm{Schedule: "55 8 * * 1-5", TimeZone: "Europe/Berlin"}
+		es.Status.LastPreWarmTime = timeAgo(4*time.Hour + 5*time.Minute) // Monday 08:55 CET
+	})
+	var b bytes.Buffer
+	if err := describe(&b, es, scaleReading{current: 1, desired: 1}, testNow); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		`Enabled period:  "0 8 * * 1-5" for 11h (Europe/Berlin)`,
+		`Pre-warm:        "55 8 * * 1-5" (Europe/Berlin); next in 19h (2026-03-03 08:55 CET)`,
+		`Last pre-warm:   4h5m ago (2026-03-02T07:55:00Z)`,
+	} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("output lacks %q:\n%s", want, b.String())
+		}
+	}
+	if got := preWarmLine(elastiv1alpha1.PreWarm{Schedule: "55 8 * * 1-5", TimeZone: "Nowhere/Town"}, testNow); !strings.Contains(got, "invalid, never fires") {
+		t.Errorf("an unknown zone reads %q", got)
 	}
 }
 

@@ -191,6 +191,7 @@ func releaseProxy(s release) (wait time.Duration, failOpen string) {
 func (r *Reconciler) forget(key types.NamespacedName) {
 	r.ports.Release(key)
 	r.grace.stop(key)
+	r.preWarmed.forget(key)
 	r.wakes.complete(key, 0, errGone)
 	forgetMetrics(key.Namespace, key.Name)
 }

@@ -26,6 +26,9 @@ const (
 	EventHPAFloorReleased = "HPAFloorReleased"
 	// EventHPAFloorNotRestored: letting go of the floor failed.
 	EventHPAFloorNotRestored = "HPAFloorNotRestored"
+	// EventPreWarmed: a spec.preWarm firing was acted on: the target was
+	// woken, or was up already and its cooldown starts again.
+	EventPreWarmed = "PreWarmed"
 )
 
 // eventRecorder is the part of events.EventRecorder the reconciler uses.

@@ -86,6 +86,11 @@ type observed struct {
 	// (refusals.go). A refused Service is treated as one with nothing to
 	// hold its traffic: never proxied, and its target kept awake.
 	refusal refusal
+
+	// preWarm is the spec.preWarm firing this reconcile acts on (zero when
+	// none); it is also counted in wakeRequested. preWarmNext is the next
+	// firing, which the reconcile comes back for.
+	preWarm, preWarmNext time.Time
 }
 
 // plan is what a reconcile does, in DESIGN.md's order.
@@ -110,7 +115,7 @@ type plan struct {
 // decide is the operator's state machine, as a pure function. An awake
 // target whose triggers can put it to sleep comes back at the polling
 // interval (sooner if the cooldown ends sooner); a sleeping one waits for
-// events.
+// events, and for its next pre-warm firing if it has a schedule.
 func decide(o observed) plan {
 	p := transition(o)
 	switch {
@@ -121,6 +126,9 @@ func decide(o observed) plan {
 		// A freed port wakes the waiters through the allocator's events;
 		// this poll is only a backstop.
 		p.requeueAfter = o.pollInterval
+	}
+	if !o.preWarmNext.IsZero() {
+		p.requeueAfter = earliestRequeue(p.requeueAfter, max(o.preWarmNext.Sub(o.now), time.Millisecond))
 	}
 	return p
 }

@@ -51,6 +51,9 @@ func (r *Reconciler) observe(ctx context.Context, es *elastiv1alpha1.ElastiServi
 		noTriggers:     len(es.Spec.Triggers) == 0,
 		hpa:            hpaObserved{custody: hold.custody, exposed: hold.exposed},
 	}
+	// A pre-warm firing wakes as an activation call does.
+	o.preWarm, o.preWarmNext = preWarmFiring(ctx, es, o.now, r.preWarmed.last(key))
+	o.wakeRequested = o.wakeRequested || !o.preWarm.IsZero()
 	var l listed
 
 	svc := &corev1.Service{}

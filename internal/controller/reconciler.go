@@ -36,6 +36,8 @@ type Reconciler struct {
 	wakes   *wakeRequests
 	targets *targetWatches
 	grace   *graceTimers
+	// preWarmed remembers the pre-warm firings this process recorded.
+	preWarmed *preWarmLedger
 	// templates reads the targets' pod-template labels, to check that the
 	// Service selects the target's pods.
 	templates *podTemplates
@@ -102,6 +104,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.
 	if err := r.writeStatus(ctx, es, o, p, fx); err != nil {
 		return ctrl.Result{}, err
 	}
+	if fx.woke && !o.preWarm.IsZero() {
+		r.preWarmed.record(req.NamespacedName, o.preWarm)
+	}
 	// Activation calls are answered only once the status records the wake,
 	// so a caller that sees the answer also sees lastScaledUpTime.
 	if err := r.answerWake(ctx, es, o, fx); err != nil {
@@ -131,6 +136,10 @@ func (r *Reconciler) execute(ctx context.Context, es *elastiv1alpha1.ElastiServi
 		if scaled {
 			log.Info("target woken", "replicas", n)
 			r.recorder.Eventf(es, nil, corev1.EventTypeNormal, EventWoke, "Wake", "woke %s %s to %d replicas", es.Spec.ScaleTargetRef.Kind, es.Spec.ScaleTargetRef.Name, n)
+		}
+		if !o.preWarm.IsZero() {
+			log.Info("pre-warm firing acted on", "firing", o.preWarm, "replicas", n, "scaled", scaled)
+			r.announcePreWarm(es, o.preWarm, n, scaled)
 		}
 	}
 	var want []*discoveryv1.EndpointSlice

@@ -68,6 +68,11 @@ func desiredStatus(es *elastiv1alpha1.ElastiService, o observed, p plan, fx effe
 	}
 	if fx.woke {
 		st.LastScaledUpTime = &now
+		if !o.preWarm.IsZero() {
+			// The firing is recorded with the wake it caused, so that it
+			// is acted on once.
+			st.LastPreWarmTime = &metav1.Time{Time: o.preWarm}
+		}
 	}
 	if fx.slept {
 		st.LastScaledDownTime = &now

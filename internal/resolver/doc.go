@@ -17,6 +17,9 @@
 //     (connlistener.go), L4 ones to serveTCP, unmapped ones are refused;
 //   - handler.go: the L7 server and its handler chain, built in one place;
 //     context.go: the route each L7 request carries through its context;
+//   - staticresponse.go: requests that a rule of spec.proxy.staticResponses
+//     matches (health checks, uptime monitors) are answered there, before
+//     the hold: they never wake the target nor count as traffic;
 //   - holdqueue.go: holding, shared by both layers: the per-ElastiService
 //     HoldQueue bound and the event-driven wait for a ready endpoint
 //     (Endpoints, endpoints.go), which starts activation (waker.go) and

@@ -14,12 +14,16 @@ import (
 
 	"github.com/go-logr/logr/funcr"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
+
+	elastiv1alpha1 "elasti.dev/elasti/api/v1alpha1"
 )
 
 // FuzzHTTPEntry feeds arbitrary bytes to the L7 entry path as one client
 // connection on a mapped HTTP port whose target is ready, and checks that
 // nothing panics and that whatever comes back as HTTP/1.x is a well-formed
-// response.
+// response. The port's ElastiService has static response rules, so that
+// requests are classified against them too (staticresponse.go).
 func FuzzHTTPEntry(f *testing.F) {
 	for _, seed := range []string{
 		"GET / HTTP/1.1\r\nHost: web\r\n\r\n",
@@ -31,6 +35,8 @@ func FuzzHTTPEntry(f *testing.F) {
 		"GET / HTTP/1.1\r\nHost: a\r\nContent-Length: 5\r\nContent-Length: 6\r\n\r\nhello",
 		"\x16\x03\x01\x00\xa5\x01\x00\x00\xa1\x03\x03",
 		"",
+		"GET /healthz?probe&kind=a%zz HTTP/1.1\r\nHost: web\r\nuser-agent: kube-probe/1.37\r\n\r\nHEAD /healthz HTTP/1.1\r\nHost: web\r\nUser-Agent: x UptimeRobot\r\n\r\n",
+		"POST /hook HTTP/1.1\r\nHost: web\r\nContent-Length: 5\r\n\r\nhelloPOST /hook HTTP/1.1\r\nHost: web\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n",
 	} {
 		f.Add([]byte(seed))
 	}
@@ -58,6 +64,16 @@ func FuzzHTTPEntry(f *testing.F) {
 		ElastiService: types.NamespacedName{Namespace: "ns", Name: "web"},
 		Service:       types.NamespacedName{Namespace: "ns", Name: "websvc"},
 		PortName:      "http", Port: 80,
+		Static: &StaticRules{Rules: []elastiv1alpha1.StaticResponse{
+			{Name: "probe", When: elastiv1alpha1.StaticResponseAlways, Match: elastiv1alpha1.StaticResponseMatch{
+				Path:    &elastiv1alpha1.PathMatch{Prefix: ptr.To("/health")},
+				Headers: []elastiv1alpha1.HeaderMatch{{Name: "User-Agent", Contains: ptr.To("probe")}},
+				Query:   []elastiv1alpha1.QueryMatch{{Name: "probe"}},
+			}},
+			{Name: "hook", When: elastiv1alpha1.StaticResponseAlways, Match: elastiv1alpha1.StaticResponseMatch{
+				Methods: []elastiv1alpha1.HTTPMethod{"POST", "HEAD"},
+			}, Respond: elastiv1alpha1.StaticReply{Status: 204, Body: "dropped: 204 has no body"}},
+		}},
 	}
 	host, port, _ := net.SplitHostPort(upstreamAddr(upstream))
 	var p int32

@@ -43,13 +43,17 @@ func (r *Resolver) newServer() *http.Server {
 //  1. recoverPanics - a bug answers 500 for that request instead of killing
 //     the connection without a word;
 //  2. requireMapping - the connection's port must map to a Target, else 404;
-//  3. holdUntilReady - holds while the Target has no ready endpoint and
+//  3. answerStatic - answers a request that a static response rule of the
+//     ElastiService matches, without holding, waking or reporting it; see
+//     staticresponse.go;
+//  4. holdUntilReady - holds while the Target has no ready endpoint and
 //     starts activation; 503 when the hold queue is full, 504 on timeout;
-//  4. r.forward - reverse-proxies to a ready pod and asks the client to
+//  5. r.forward - reverse-proxies to a ready pod and asks the client to
 //     reconnect (Connection: close, or GOAWAY on HTTP/2); see proxy.go.
 func (r *Resolver) httpHandler() http.Handler {
 	h := http.Handler(http.HandlerFunc(r.forward))
 	h = r.holdUntilReady(h)
+	h = r.answerStatic(h)
 	h = r.requireMapping(h)
 	h = recoverPanics(r, h)
 	return h

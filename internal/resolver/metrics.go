@@ -38,7 +38,11 @@ type Metrics struct {
 	Rejected     *prometheus.CounterVec
 	TimedOut     *prometheus.CounterVec
 	Activations  *prometheus.CounterVec
-	Listeners    prometheus.Gauge
+	// StaticResponses counts the answers of spec.proxy.staticResponses
+	// rules; its rule label is bounded by the API (16 rules per
+	// ElastiService).
+	StaticResponses *prometheus.CounterVec
+	Listeners       prometheus.Gauge
 }
 
 var esLabels = []string{"namespace", "elastiservice"}
@@ -72,13 +76,17 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "elasti_resolver_activations_total",
 			Help: "Activation calls to the operator, by result.",
 		}, append(esLabels, "result")),
+		StaticResponses: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "elasti_resolver_static_responses_total",
+			Help: "Requests answered by a static response rule, without waking the target or counting as traffic.",
+		}, append(esLabels, "rule")),
 		Listeners: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "elasti_resolver_open_listeners",
 			Help: "Pre-opened resolver ports currently listening.",
 		}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.Held, m.HoldDuration, m.Forwarded, m.Rejected, m.TimedOut, m.Activations, m.Listeners)
+		reg.MustRegister(m.Held, m.HoldDuration, m.Forwarded, m.Rejected, m.TimedOut, m.Activations, m.StaticResponses, m.Listeners)
 	}
 	return m
 }
@@ -89,7 +97,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 func (m *Metrics) forget(es types.NamespacedName) {
 	labels := prometheus.Labels{"namespace": es.Namespace, "elastiservice": es.Name}
 	for _, vec := range []interface{ DeletePartialMatch(prometheus.Labels) int }{
-		m.Held, m.HoldDuration, m.Forwarded, m.Rejected, m.TimedOut, m.Activations,
+		m.Held, m.HoldDuration, m.Forwarded, m.Rejected, m.TimedOut, m.Activations, m.StaticResponses,
 	} {
 		vec.DeletePartialMatch(labels)
 	}

@@ -113,11 +113,13 @@ func TargetsOf(es *elastiv1alpha1.ElastiService) map[int32]Target {
 	key := types.NamespacedName{Namespace: es.Namespace, Name: es.Name}
 	var hold time.Duration
 	var maxHeld int
+	var static *StaticRules
 	if p := es.Spec.Proxy; p != nil {
 		if d, err := time.ParseDuration(p.HoldTimeout); err == nil && d > 0 {
 			hold = d
 		}
 		maxHeld = int(p.MaxHeldRequests)
+		static = newStaticRules(p.StaticResponses)
 	}
 	for _, pp := range es.Status.ProxyPorts {
 		if pp.ResolverPort <= 0 || !contract.ResolverCarries(corev1.Protocol(pp.Protocol)) {
@@ -131,6 +133,7 @@ func TargetsOf(es *elastiv1alpha1.ElastiService) map[int32]Target {
 			AppProtocol:   pp.AppProtocol,
 			HoldTimeout:   hold,
 			MaxHeld:       maxHeld,
+			Static:        static,
 		}
 	}
 	return out

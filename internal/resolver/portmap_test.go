@@ -9,6 +9,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"k8s.io/apimachinery/pkg/types"
 	clocktesting "k8s.io/utils/clock/testing"
+	"k8s.io/utils/ptr"
 
 	elastiv1alpha1 "elasti.dev/elasti/api/v1alpha1"
 	"elasti.dev/elasti/internal/testenv/estest"
@@ -32,6 +33,9 @@ func inMode(es *elastiv1alpha1.ElastiService, mode elastiv1alpha1.Mode) *elastiv
 func TestTargetsOf(t *testing.T) {
 	es := types.NamespacedName{Namespace: "demo", Name: "web"}
 	svc := types.NamespacedName{Namespace: "demo", Name: "websvc"}
+	healthz := &StaticRules{Rules: []elastiv1alpha1.StaticResponse{{
+		Name: "healthz", Match: elastiv1alpha1.StaticResponseMatch{Path: &elastiv1alpha1.PathMatch{Exact: ptr.To("/healthz")}},
+	}}}
 	tests := []struct {
 		name string
 		in   *elastiv1alpha1.ElastiService
@@ -53,6 +57,18 @@ func TestTargetsOf(t *testing.T) {
 				elastiv1alpha1.ProxyPort{Port: 8080, AppProtocol: "grpc", ResolverPort: 20003}),
 			want: map[int32]Target{
 				20003: {ElastiService: es, Service: svc, Port: 8080, AppProtocol: "grpc", HoldTimeout: 90 * time.Second, MaxHeld: 7},
+			},
+		},
+		{
+			name: "static responses are carried, shared by the ports",
+			in: elastiService("demo", "web", "websvc", &elastiv1alpha1.ProxySpec{StaticResponses: []elastiv1alpha1.StaticResponse{{
+				Name: "healthz", Match: elastiv1alpha1.StaticResponseMatch{Path: &elastiv1alpha1.PathMatch{Exact: ptr.To("/healthz")}},
+			}}},
+				elastiv1alpha1.ProxyPort{Name: "http", Port: 80, ResolverPort: 20008},
+				elastiv1alpha1.ProxyPort{Name: "grpc", Port: 81, ResolverPort: 20009}),
+			want: map[int32]Target{
+				20008: {ElastiService: es, Service: svc, PortName: "http", Port: 80, Static: healthz},
+				20009: {ElastiService: es, Service: svc, PortName: "grpc", Port: 81, Static: healthz},
 			},
 		},
 		{

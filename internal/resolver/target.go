@@ -26,6 +26,8 @@ type Target struct {
 	// resolver's default.
 	HoldTimeout time.Duration
 	MaxHeld     int
+	// Static holds spec.proxy.staticResponses; nil when there are none.
+	Static *StaticRules
 }
 
 // Layer says how a port's traffic is handled.

@@ -5,7 +5,8 @@
 // RESTMapper, so a Deployment, a StatefulSet, an Argo Rollout and any custom
 // resource with a scale subresource are handled alike. The package also
 // pauses and unpauses KEDA ScaledObjects, reads HPA floors, evaluates
-// triggers and parses the enabledPeriod cron window. Each trigger type has a
+// triggers and parses the cron schedules, read in their time zones, of the
+// enabledPeriod window and the pre-warm (schedule.go). Each trigger type has a
 // file of its own (prometheus.go) and one entry in Evaluator.byType, the map
 // from type to evaluation.
 //

@@ -4,25 +4,24 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/robfig/cron/v3"
-
 	elastiv1alpha1 "elasti.dev/elasti/api/v1alpha1"
 )
 
-// cronParser accepts the five standard fields and descriptors such as @daily,
-// the same language the CRD's validation admits.
-var cronParser = cron.NewParser(cron.Minute | cron.Hour | cron.Dom | cron.Month | cron.Dow | cron.Descriptor)
-
-// Window is a parsed enabledPeriod: a cron schedule and how long each window
-// lasts.
+// Window is a parsed enabledPeriod: a cron schedule in its time zone and how
+// long each window lasts.
 type Window struct {
-	schedule cron.Schedule
+	schedule Schedule
 	duration time.Duration
 }
 
-// ParseWindow parses an enabledPeriod. Schedules are read in UTC.
+// ParseWindow parses an enabledPeriod. The schedule is read in its
+// timeZone, UTC when that is empty.
 func ParseWindow(p elastiv1alpha1.EnabledPeriod) (Window, error) {
-	sched, err := cronParser.Parse(p.Schedule)
+	loc, err := LoadTimeZone(p.TimeZone)
+	if err != nil {
+		return Window{}, fmt.Errorf("enabledPeriod.timeZone %q: %w", p.TimeZone, err)
+	}
+	sched, err := ParseSchedule(p.Schedule, loc)
 	if err != nil {
 		return Window{}, fmt.Errorf("parse enabledPeriod.schedule %q: %w", p.Schedule, err)
 	}
@@ -37,9 +36,11 @@ func ParseWindow(p elastiv1alpha1.EnabledPeriod) (Window, error) {
 }
 
 // Contains reports whether now falls inside a window [start, start+duration)
-// for some activation start of the schedule.
+// for some activation start of the schedule. The duration is elapsed time:
+// a window that spans a daylight-saving change closes at start+duration
+// on the clock of the world, one wall-clock hour later (spring forward) or
+// earlier (fall back) than the same window on another night.
 func (w Window) Contains(now time.Time) bool {
-	now = now.UTC()
 	// The schedule's first activation strictly after now-duration is the
 	// only one whose window can still be open at now.
 	start := w.schedule.Next(now.Add(-w.duration))
@@ -49,5 +50,5 @@ func (w Window) Contains(now time.Time) bool {
 // NextOpen returns when the next window opens after now, or the zero time if
 // the schedule never fires again.
 func (w Window) NextOpen(now time.Time) time.Time {
-	return w.schedule.Next(now.UTC())
+	return w.schedule.Next(now)
 }

@@ -115,7 +115,7 @@ func enabledPeriod(es *elastiv1alpha1.ElastiService, now time.Time) (Verdict, bo
 		return Verdict{}, false
 	}
 	v := Verdict{Reason: ReasonOutsideEnabledPeriod, Polls: true,
-		Message: fmt.Sprintf("outside the enabledPeriod (%q for %s, UTC)", p.Schedule, p.Duration)}
+		Message: fmt.Sprintf("outside the enabledPeriod (%q for %s, %s)", p.Schedule, p.Duration, scaling.ZoneName(p.TimeZone))}
 	if next := w.NextOpen(now); !next.IsZero() {
 		v.Wait = next.Sub(now)
 		v.Message += "; the next window opens in " + duration.HumanDuration(v.Wait)

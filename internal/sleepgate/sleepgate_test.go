@@ -38,6 +38,10 @@ func TestEvaluate(t *testing.T) {
 		}
 	}
 	workdays := window("0 9 * * 1-5", "8h")
+	berlinWorkdays := func(e *elastiv1alpha1.ElastiService) {
+		e.Spec.EnabledPeriod = &elastiv1alpha1.EnabledPeriod{Schedule: "0 9 * * 1-5", Duration: "8h", TimeZone: "Europe/Berlin"}
+		e.CreationTimestamp = metav1.NewTime(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	}
 	monday := time.Date(2030, 1, 7, 0, 0, 0, 0, time.UTC)
 	open := Verdict{Reason: ReasonOpen, Polls: true, Message: "no gate holds the target; its triggers decide"}
 	for _, tc := range []struct {
@@ -68,6 +72,21 @@ func TestEvaluate(t *testing.T) {
 		{"weekend", es(workdays), monday.Add(-12 * time.Hour),
 			Verdict{Reason: ReasonOutsideEnabledPeriod, Polls: true, Wait: 21 * time.Hour,
 				Message: `outside the enabledPeriod ("0 9 * * 1-5" for 8h, UTC); the next window opens in 21h`}},
+		// Europe/Berlin: 09:00 is 08:00Z before the clocks spring forward
+		// on 29 March 2026 and 07:00Z after.
+		{"before a window in Europe/Berlin (CET)", es(berlinWorkdays), time.Date(2026, 3, 27, 7, 30, 0, 0, time.UTC),
+			Verdict{Reason: ReasonOutsideEnabledPeriod, Polls: true, Wait: 30 * time.Minute,
+				Message: `outside the enabledPeriod ("0 9 * * 1-5" for 8h, Europe/Berlin); the next window opens in 30m`}},
+		{"inside a window in Europe/Berlin (CET)", es(berlinWorkdays), time.Date(2026, 3, 27, 8, 0, 0, 0, time.UTC), open},
+		{"inside a window in Europe/Berlin (CEST)", es(berlinWorkdays), time.Date(2026, 3, 30, 7, 0, 0, 0, time.UTC), open},
+		{"after a window in Europe/Berlin (CEST)", es(berlinWorkdays), time.Date(2026, 3, 30, 15, 0, 0, 0, time.UTC),
+			Verdict{Reason: ReasonOutsideEnabledPeriod, Polls: true, Wait: 16 * time.Hour,
+				Message: `outside the enabledPeriod ("0 9 * * 1-5" for 8h, Europe/Berlin); the next window opens in 16h`}},
+		{"unknown time zone", es(func(e *elastiv1alpha1.ElastiService) {
+			e.Spec.EnabledPeriod = &elastiv1alpha1.EnabledPeriod{Schedule: "@daily", Duration: "1h", TimeZone: "Europe/Bärlin"}
+		}), created.Add(time.Hour),
+			Verdict{Reason: ReasonInvalidEnabledPeriod,
+				Message: `the enabledPeriod is invalid: enabledPeriod.timeZone "Europe/Bärlin": load time zone: unknown time zone Europe/Bärlin`}},
 		{"bad schedule", es(window("61 * * * *", "1h")), created.Add(time.Hour),
 			Verdict{Reason: ReasonInvalidEnabledPeriod,
 				Message: `the enabledPeriod is invalid: parse enabledPeriod.schedule "61 * * * *": end of range (61) above maximum (59): 61`}},

@@ -67,7 +67,8 @@ spec:
       threshold: "0.1"
       uptimeFilter: container="prometheus"
   autoscaler: {type: keda, name: httpbin}
-  enabledPeriod: {schedule: "0 9 * * 1-5", duration: 8h}
+  enabledPeriod: {schedule: "0 9 * * 1-5", duration: 8h, timeZone: Europe/Berlin}
+  preWarm: {schedule: "55 8 * * 1-5", timeZone: Europe/Berlin}
   proxy: {holdTimeout: 5m, maxHeldRequests: 1000}
 `
 
@@ -273,6 +274,36 @@ func TestInvalidElastiServicesAreRejected(t *testing.T) {
 			name:      "kind not a kind",
 			edit:      func(o map[string]any) { set(o, "deployment", "spec", "scaleTargetRef", "kind") },
 			wantField: "spec.scaleTargetRef.kind", wantText: `spec.scaleTargetRef.kind must be a Kubernetes kind: a capital letter followed by letters and digits, such as Deployment; got "deployment"`,
+		},
+		{
+			name:      "enabledPeriod timeZone not a zone name",
+			edit:      func(o map[string]any) { set(o, "Berlin time", "spec", "enabledPeriod", "timeZone") },
+			wantField: "spec.enabledPeriod.timeZone", wantText: `spec.enabledPeriod.timeZone must be an IANA time zone name, area/location such as Europe/Berlin or America/New_York, or UTC; got "Berlin time"`,
+		},
+		{
+			name:      "enabledPeriod timeZone Local",
+			edit:      func(o map[string]any) { set(o, "Local", "spec", "enabledPeriod", "timeZone") },
+			wantField: "spec.enabledPeriod.timeZone", wantText: `got "Local"`,
+		},
+		{
+			name: "preWarm schedule not a cron expression",
+			edit: func(o map[string]any) {
+				set(o, "weekdays at 8:55", "spec", "preWarm", "schedule")
+			},
+			wantField: "spec.preWarm.schedule", wantText: `spec.preWarm.schedule must be a five-field cron expression (minute hour day-of-month month day-of-week) such as "55 8 * * 1-5", or a descriptor such as @daily; got "weekdays at 8:55"`,
+		},
+		{
+			name: "preWarm timeZone a path",
+			edit: func(o map[string]any) {
+				set(o, "55 8 * * 1-5", "spec", "preWarm", "schedule")
+				set(o, "../../etc/passwd", "spec", "preWarm", "timeZone")
+			},
+			wantField: "spec.preWarm.timeZone", wantText: `spec.preWarm.timeZone must be an IANA time zone name`,
+		},
+		{
+			name:      "preWarm without a schedule",
+			edit:      func(o map[string]any) { unstructured.RemoveNestedField(o, "spec", "preWarm", "schedule") },
+			wantField: "spec.preWarm.schedule", wantText: "Required value",
 		},
 		{
 			name:      "maxHeldRequests 0",

@@ -1,0 +1,115 @@
+package controller
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+	ctrl "sigs.k8s.io/controller-runtime"
+
+	elastiv1alpha1 "elasti.dev/elasti/api/v1alpha1"
+	"elasti.dev/elasti/internal/scaling"
+)
+
+// preWarmFiring reads spec.preWarm at now. due is the firing this reconcile
+// acts on, zero when none: the latest firing that is less than
+// scaling.PreWarmLateness late, later than status.lastPreWarmTime (a firing
+// is acted on once) and not before the ElastiService was created (earlier
+// firings are not its own); handled is the last firing this process
+// recorded, in case the cache lags behind that write. next is the first firing after now, for the
+// requeue; zero without a pre-warm.
+//
+// A due firing is a wake request, as an activation call is (observe folds
+// it into wakeRequested), so it wakes the target through the same plan and
+// in the same order; the cooldown then counts from that wake. A preWarm
+// that cannot be read never fires: admission refuses one, so only an object
+// stored before the webhook can hold it, and the reconcile logs it.
+func preWarmFiring(ctx context.Context, es *elastiv1alpha1.ElastiService, now, recorded time.Time) (due, next time.Time) {
+	if es.Spec.PreWarm == nil {
+		return time.Time{}, time.Time{}
+	}
+	pw, err := scaling.ParsePreWarm(*es.Spec.PreWarm)
+	if err != nil {
+		ctrl.LoggerFrom(ctx).Error(err, "spec.preWarm cannot be read; it never fires")
+		return time.Time{}, time.Time{}
+	}
+	handled := es.CreationTimestamp.Time
+	if t := es.Status.LastPreWarmTime; t != nil && t.After(handled) {
+		handled = t.Time
+	}
+	if recorded.After(handled) {
+		handled = recorded
+	}
+	return pw.Due(now, handled)
+}
+
+// announcePreWarm emits PreWarmed for a firing the wake acted on: the
+// target was woken, or, already up, keeps its replicas and restarts its
+// cooldown.
+func (r *Reconciler) announcePreWarm(es *elastiv1alpha1.ElastiService, firing time.Time, replicas int32, scaled bool) {
+	ref := es.Spec.ScaleTargetRef
+	at := firing.Format("2006-01-02 15:04 MST")
+	if scaled {
+		r.recorder.Eventf(es, nil, corev1.EventTypeNormal, EventPreWarmed, "PreWarm",
+			"pre-warm firing of %s: woke %s %s to %d replicas", at, ref.Kind, ref.Name, replicas)
+		return
+	}
+	r.recorder.Eventf(es, nil, corev1.EventTypeNormal, EventPreWarmed, "PreWarm",
+		"pre-warm firing of %s: %s %s was up already (%d replicas); its cooldown starts again", at, ref.Kind, ref.Name, replicas)
+}
+
+// earliestRequeue combines two requeue delays, zero meaning none.
+func earliestRequeue(a, b time.Duration) time.Duration {
+	switch {
+	case a <= 0:
+		return b
+	case b <= 0 || a < b:
+		return a
+	default:
+		return b
+	}
+}
+
+// preWarmLedger remembers, per ElastiService, the last pre-warm firing this
+// process recorded in a status. The cache may still hold the status from
+// before that write when the next reconcile runs; the ledger keeps that
+// reconcile from acting on the same firing again. It lives in memory only:
+// a new leader reads status.lastPreWarmTime, which the write made durable.
+type preWarmLedger struct {
+	mu      sync.Mutex
+	handled map[types.NamespacedName]time.Time
+}
+
+func newPreWarmLedger() *preWarmLedger {
+	return &preWarmLedger{handled: map[types.NamespacedName]time.Time{}}
+}
+
+// last is the last firing recorded for key; zero when none.
+func (l *preWarmLedger) last(key types.NamespacedName) time.Time {
+	if l == nil {
+		return time.Time{}
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.handled[key]
+}
+
+func (l *preWarmLedger) record(key types.NamespacedName, firing time.Time) {
+	if l == nil {
+		return
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.handled[key] = firing
+}
+
+func (l *preWarmLedger) forget(key types.NamespacedName) {
+	if l == nil {
+		return
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	delete(l.handled, key)
+}
