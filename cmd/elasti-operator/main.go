@@ -8,10 +8,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
-	// The time zone database, embedded: spec.enabledPeriod.timeZone and
-	// spec.preWarm.timeZone are loaded in a distroless image without
-	// /usr/share/zoneinfo.
-	_ "time/tzdata"
+	_ "time/tzdata" // the zones of enabledPeriod and preWarm, in a distroless image without /usr/share/zoneinfo
 
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
