@@ -203,9 +203,8 @@ func viaFront(ctx context.Context, c *http.Client, frontIP, target string) error
 // frontRate is the External metric the HPA of app reads, as the API server
 // serves it to the HPA controller.
 func frontRate(ctx context.Context, app string) (float64, error) {
-	path := fmt.Sprintf("/apis/external.metrics.k8s.io/v1beta1/namespaces/%s/%s?labelSelector=%s",
-		nsHPA, cluster.ExternalRequestRate, url.QueryEscape("app="+frontName(app)))
-	raw, err := kube.Clientset.Discovery().RESTClient().Get().AbsPath(path).DoRaw(ctx)
+	path := fmt.Sprintf("/apis/external.metrics.k8s.io/v1beta1/namespaces/%s/%s", nsHPA, cluster.ExternalRequestRate)
+	raw, err := kube.Clientset.Discovery().RESTClient().Get().AbsPath(path).Param("labelSelector", "app="+frontName(app)).DoRaw(ctx)
 	if err != nil {
 		return 0, err
 	}
