@@ -30,7 +30,7 @@ const (
 func (b *bench) scale(ctx context.Context) error {
 	// Free the resolver ports of the earlier ElastiServices: the range has
 	// exactly 1,000.
-	for _, ns := range []string{nsCold, nsBurst} {
+	for _, ns := range []string{nsCold, nsHPA, nsBurst} {
 		if err := deleteAllES(ctx, ns); err != nil {
 			return err
 		}

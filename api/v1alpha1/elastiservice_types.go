@@ -285,14 +285,17 @@ type PreWarm struct {
 }
 
 // ProxySpec tunes how the resolver holds traffic while the target is at zero.
+//
+// +kubebuilder:validation:XValidation:rule="!has(self.fallback) || !has(self.holdTimeout) || !self.holdTimeout.matches('^[-+]?(0|(([0-9]{1,5}(\\\\.[0-9]*)?|\\\\.[0-9]+)(ns|us|µs|μs|ms|s|m|h))+)$') || !self.fallback.after.matches('^[-+]?(0|(([0-9]{1,5}(\\\\.[0-9]*)?|\\\\.[0-9]+)(ns|us|µs|μs|ms|s|m|h))+)$') || duration(self.fallback.after) < duration(self.holdTimeout)",messageExpression="'spec.proxy.fallback.after must be shorter than spec.proxy.holdTimeout, or held requests time out before they could go to the fallback; got after ' + self.fallback.after + ' with holdTimeout ' + self.holdTimeout + ', such as after: 30s with holdTimeout: 10m'",fieldPath=".fallback.after"
 type ProxySpec struct {
 	// HoldTimeout is the longest a request or connection is held, a
-	// positive Go duration. After it HTTP gets 504 and TCP is closed.
-	// Defaults to the resolver's --hold-timeout.
+	// positive Go duration of at most 1h. After it HTTP gets 504 and TCP is
+	// closed. Defaults to the resolver's --hold-timeout.
 	// +optional
 	// +kubebuilder:validation:MaxLength=64
 	// +kubebuilder:validation:XValidation:rule="self.matches('^[-+]?(0|(([0-9]+(\\\\.[0-9]*)?|\\\\.[0-9]+)(ns|us|µs|μs|ms|s|m|h))+)$')",messageExpression="'spec.proxy.holdTimeout must be a Go duration, numbers each followed by a unit (ns, us, ms, s, m, h), such as 30s, 5m or 1h30m; got \"' + self + '\"'"
 	// +kubebuilder:validation:XValidation:rule="!self.matches('^[-+]?(0|(([0-9]{1,5}(\\\\.[0-9]*)?|\\\\.[0-9]+)(ns|us|µs|μs|ms|s|m|h))+)$') || duration(self) > duration('0s')",messageExpression="'spec.proxy.holdTimeout must be positive, such as 30s or 5m; got \"' + self + '\", which is not above zero. Leave holdTimeout out to use the resolver default (--hold-timeout)'"
+	// +kubebuilder:validation:XValidation:rule="!self.matches('^[-+]?(0|(([0-9]{1,5}(\\\\.[0-9]*)?|\\\\.[0-9]+)(ns|us|µs|μs|ms|s|m|h))+)$') || duration(self) <= duration('1h')",messageExpression="'spec.proxy.holdTimeout must be at most 1h, the longest a resolver holds a request or connection, such as 20m for a model that takes minutes to load; got \"' + self + '\"'"
 	HoldTimeout string `json:"holdTimeout,omitempty"`
 
 	// MaxHeldRequests bounds the requests held per resolver replica for this
@@ -312,4 +315,11 @@ type ProxySpec struct {
 	// +listType=atomic
 	// +kubebuilder:validation:XValidation:rule="self.all(r, self.exists_one(s, s.name == r.name))",message="spec.proxy.staticResponses[].name must be unique in the list, and two rules share a name; give each rule its own name, such as healthz and readyz"
 	StaticResponses []StaticResponse `json:"staticResponses,omitempty"`
+
+	// Fallback names a Service in the same namespace that takes held and
+	// new requests when the target is not ready within fallback.after, or
+	// when its wake fails (pods unschedulable, scale write refused), until
+	// the target is ready. See docs/cold-starts.md.
+	// +optional
+	Fallback *Fallback `json:"fallback,omitempty"`
 }

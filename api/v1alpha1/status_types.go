@@ -33,6 +33,19 @@ const (
 	// ConditionProxyReady is True when the proxy EndpointSlice lists ready
 	// resolvers, or when none is needed.
 	ConditionProxyReady = "ProxyReady"
+	// ConditionTargetReady is True while the Service's own EndpointSlices
+	// list a ready endpoint of the target. Its lastTransitionTime tells
+	// when the target last became ready or stopped being ready: the
+	// cooldown counts from the later of that and lastScaledUpTime, and a
+	// target that has not been ready since its last wake is never put to
+	// sleep.
+	ConditionTargetReady = "TargetReady"
+	// ConditionFallbackActive is True while spec.proxy.fallback's Service
+	// takes the target's traffic, with the cause as its reason
+	// (DeadlinePassed, PodsUnschedulable, ScaleRefused). False with reason
+	// FallbackUnavailable when the fallback is needed but its Service does
+	// not exist or has no ready endpoint: requests are then held.
+	ConditionFallbackActive = "FallbackActive"
 )
 
 // ProxyPort records the resolver port allocated to one port of the Service.
@@ -99,4 +112,9 @@ type ElastiServiceStatus struct {
 	// +optional
 	// +listType=atomic
 	ProxyPorts []ProxyPort `json:"proxyPorts,omitempty"`
+
+	// Ledger is the time at zero, the wakes, the last cold start and the
+	// resources not reserved while asleep (docs/ledger.md).
+	// +optional
+	Ledger *Ledger `json:"ledger,omitempty"`
 }

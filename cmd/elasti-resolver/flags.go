@@ -46,6 +46,7 @@ func parseFlags(fs *flag.FlagSet, args []string, zapOpts *zap.Options) (config, 
 	fs.DurationVar(&o.ReadHeaderTimeout, "read-header-timeout", resolver.DefaultReadHeaderTimeout, "Time a client has to send request headers.")
 	fs.DurationVar(&o.IdleTimeout, "idle-timeout", resolver.DefaultIdleTimeout, "Idle keep-alive timeout of client connections.")
 	fs.IntVar(&o.MaxHeaderBytes, "max-header-bytes", resolver.DefaultMaxHeaderBytes, "Largest request header block accepted.")
+	fs.DurationVar(&o.ClientKeepAlive, "client-keepalive", resolver.DefaultClientKeepAlive, "TCP keepalive period of client connections (idle time before the first probe, and between probes), so that NATs and load balancers keep held connections open through a long cold start; negative turns keepalives off.")
 	fs.IntVar(&o.MaxConcurrentStreams, "max-concurrent-streams", resolver.DefaultMaxConcurrentStreams, "HTTP/2 streams per client connection.")
 	fs.StringVar(&c.operatorURL, "operator-url", activation.DefaultOperatorURL, "Base URL of the operator's activation server: https, or http when the operator runs with --webhook-port=0 (no certificate).")
 	fs.StringVar(&c.operatorCAFile, "operator-ca-file", activation.DefaultCAFile, "PEM file of the CA that an https --operator-url is verified with, the operator's ConfigMap elasti-activation-ca mounted; read for every new connection, so a rotated CA is picked up. Empty trusts the system's roots; unused with http.")

@@ -9,6 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	elastiv1alpha1 "elasti.dev/elasti/api/v1alpha1"
+	"elasti.dev/elasti/internal/contract"
 	"elasti.dev/elasti/internal/scaling"
 	"elasti.dev/elasti/internal/sleepgate"
 )
@@ -19,7 +20,7 @@ import (
 type check func(spec *elastiv1alpha1.ElastiServiceSpec, path *field.Path) field.ErrorList
 
 // checks run in order; every error of every check is reported.
-var checks = []check{enabledPeriod, preWarm, holdTimeout, thresholds, headers}
+var checks = []check{enabledPeriod, preWarm, holdTimeout, fallback, thresholds, headers}
 
 // Check returns what is wrong with es's spec that the CRD's rules and the
 // admission policy cannot see. Field paths start at spec.
@@ -90,10 +91,39 @@ func holdTimeout(spec *elastiv1alpha1.ElastiServiceSpec, path *field.Path) field
 	if spec.Proxy == nil || spec.Proxy.HoldTimeout == "" {
 		return nil
 	}
-	if err := positiveDuration(path.Child("proxy", "holdTimeout"), spec.Proxy.HoldTimeout, "30s or 5m"); err != nil {
+	path = path.Child("proxy", "holdTimeout")
+	if err := positiveDuration(path, spec.Proxy.HoldTimeout, "30s or 5m"); err != nil {
 		return field.ErrorList{err}
 	}
+	if d, _ := time.ParseDuration(spec.Proxy.HoldTimeout); d > contract.MaxHoldTimeout {
+		return field.ErrorList{field.Invalid(path, spec.Proxy.HoldTimeout,
+			fmt.Sprintf("must be at most %s, the longest a resolver holds a request or connection, such as 20m", contract.MaxHoldTimeout))}
+	}
 	return nil
+}
+
+// fallback reads fallback.after as the resolver does, wants it shorter than
+// an explicit holdTimeout, and refuses the Service as its own fallback.
+func fallback(spec *elastiv1alpha1.ElastiServiceSpec, path *field.Path) field.ErrorList {
+	if spec.Proxy == nil || spec.Proxy.Fallback == nil {
+		return nil
+	}
+	fb := spec.Proxy.Fallback
+	path = path.Child("proxy", "fallback")
+	var errs field.ErrorList
+	if fb.Service == spec.Service {
+		errs = append(errs, field.Invalid(path.Child("service"), fb.Service,
+			"must name another Service than spec.service, whose traffic it takes when the target cannot come up, such as "+spec.Service+"-static"))
+	}
+	if err := positiveDuration(path.Child("after"), fb.After, "30s or 2m"); err != nil {
+		return append(errs, err)
+	}
+	after, _ := time.ParseDuration(fb.After)
+	if hold, err := time.ParseDuration(spec.Proxy.HoldTimeout); err == nil && hold > 0 && after >= hold {
+		errs = append(errs, field.Invalid(path.Child("after"), fb.After,
+			fmt.Sprintf("must be shorter than spec.proxy.holdTimeout (%s), or held requests time out before they could go to the fallback; such as after: 30s with holdTimeout: 10m", spec.Proxy.HoldTimeout)))
+	}
+	return errs
 }
 
 // positiveDuration reads s with time.ParseDuration, as the enabledPeriod

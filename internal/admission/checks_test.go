@@ -70,6 +70,13 @@ func TestCheck(t *testing.T) {
 			`spec.proxy.holdTimeout: "0s" is not above zero; use a positive Go duration such as 30s or 5m`}},
 		{name: "negative hold", opts: []estest.Option{hold("-5m")}, want: []string{
 			`spec.proxy.holdTimeout: "-5m" is not above zero; use a positive Go duration such as 30s or 5m`}},
+		{name: "hold of 100000s, beyond what CEL reads", opts: []estest.Option{hold("100000s")}, want: []string{
+			`spec.proxy.holdTimeout: must be at most 1h0m0s, the longest a resolver holds a request or connection, such as 20m`}},
+		{name: "fallback", opts: []estest.Option{hold("20m"), withFallback("web-static", "30s")}},
+		{name: "fallback after the hold", opts: []estest.Option{hold("20m"), withFallback("web-static", "1200000000000ns")}, want: []string{
+			`spec.proxy.fallback.after: must be shorter than spec.proxy.holdTimeout (20m), or held requests time out before they could go to the fallback; such as after: 30s with holdTimeout: 10m`}},
+		{name: "fallback to itself", opts: []estest.Option{estest.Service("web"), withFallback("web", "30s")}, want: []string{
+			`spec.proxy.fallback.service: must name another Service than spec.service, whose traffic it takes when the target cannot come up, such as web-static`}},
 		{name: "threshold beyond float64", opts: []estest.Option{prom, estest.Prometheus("http://prometheus:9090", "vector(0)", "1e309")}, want: []string{
 			`spec.triggers[1].metadata.threshold: threshold "1e309" is out of range; write a number between -1e308 and 1e308; a threshold is a number such as 0.1 or a numeric string such as "0.1"`}},
 		{name: "threshold NaN", opts: []estest.Option{estest.Prometheus("http://prometheus:9090", "vector(0)", "NaN")}, want: []string{
@@ -155,5 +162,14 @@ func TestValidator(t *testing.T) {
 	_, err = Validator{}.ValidateCreate(ctx, estest.New("ns", "web", window("5-1 * * * *", "1h")))
 	if msg := err.(apierrors.APIStatus).Status().Message; !strings.HasPrefix(msg, "spec.enabledPeriod.schedule: beginning of range") {
 		t.Errorf("one error: message %q", msg)
+	}
+}
+
+func withFallback(service, after string) estest.Option {
+	return func(es *elastiv1alpha1.ElastiService) {
+		if es.Spec.Proxy == nil {
+			es.Spec.Proxy = &elastiv1alpha1.ProxySpec{}
+		}
+		es.Spec.Proxy.Fallback = &elastiv1alpha1.Fallback{Service: service, After: after}
 	}
 }

@@ -29,10 +29,10 @@ func TestListTable(t *testing.T) {
 	}
 	t.Logf("kubectl elasti list -n %s\n%s%s", f.ns, out, stderr)
 	want := [][]string{
-		{"NAMESPACE", "NAME", "SERVICE", "TARGET", "MODE", "REPLICAS", "IDLE-FOR", "LAST-WAKE"},
-		{f.ns, "ghost", "ghost", "Deployment/ghost", "-", "?/1", "-", "-"},
-		{f.ns, "sleepy", "sleepy", "Deployment/sleepy", "proxy", "0/1", "2d", "2d2h"},
-		{f.ns, "web", "web", "Deployment/web", "serve", "2/1", "-", "3h"},
+		{"NAMESPACE", "NAME", "SERVICE", "TARGET", "MODE", "REPLICAS", "IDLE-FOR", "LAST-WAKE", "AT-ZERO"},
+		{f.ns, "ghost", "ghost", "Deployment/ghost", "-", "?/1", "-", "-", "-"},
+		{f.ns, "sleepy", "sleepy", "Deployment/sleepy", "proxy", "0/1", "2d", "2d2h", "0%"},
+		{f.ns, "web", "web", "Deployment/web", "serve", "2/1", "-", "3h", "0%"},
 	}
 	if diff := cmp.Diff(want, fields(out)); diff != "" {
 		t.Errorf("list (-want +got):\n%s\n%s", diff, out)
@@ -57,7 +57,7 @@ func TestListWideAndAllNamespaces(t *testing.T) {
 		t.Fatalf("list -A: %v\n%s", err, stderr)
 	}
 	rows := fields(out)
-	if diff := cmp.Diff([]string{"NAMESPACE", "NAME", "SERVICE", "TARGET", "MODE", "REPLICAS", "IDLE-FOR", "LAST-WAKE", "DESIRED", "READY", "IDLE", "PORTS", "AGE"}, rows[0]); diff != "" {
+	if diff := cmp.Diff([]string{"NAMESPACE", "NAME", "SERVICE", "TARGET", "MODE", "REPLICAS", "IDLE-FOR", "LAST-WAKE", "AT-ZERO", "DESIRED", "READY", "IDLE", "PORTS", "AGE"}, rows[0]); diff != "" {
 		t.Errorf("wide header (-want +got):\n%s", diff)
 	}
 	var mine []string
@@ -66,7 +66,7 @@ func TestListWideAndAllNamespaces(t *testing.T) {
 			mine = append(mine, r[0]+"/"+r[1])
 		}
 		if r[0] == f.ns && r[1] == "web" {
-			if diff := cmp.Diff([]string{"2", "True", "False", "http:80->20001"}, r[8:12]); diff != "" {
+			if diff := cmp.Diff([]string{"0%", "2", "True", "False", "http:80->20001"}, r[8:13]); diff != "" {
 				t.Errorf("wide columns of web (-want +got):\n%s", diff)
 			}
 		}

@@ -95,6 +95,9 @@ func runList(ctx context.Context, o Options, c client.Client, ns, output string)
 // listRow is one line of `list`, every cell already formatted.
 type listRow struct {
 	Namespace, Name, Service, Target, Mode, Replicas, IdleFor, LastWake string
+	// AtZero is the share of the ElastiService's life spent at zero
+	// (status.ledger).
+	AtZero string
 	// Columns added by -o wide.
 	Desired, Ready, Idle, Ports, Age string
 }
@@ -112,6 +115,7 @@ func newListRow(es *elastiv1alpha1.ElastiService, sc scaleReading, now time.Time
 		Mode:      orNone(string(es.Status.Mode)),
 		IdleFor:   none,
 		LastWake:  age(now, es.Status.LastScaledUpTime),
+		AtZero:    atZeroShare(es, now),
 		Ready:     conditionStatus(es, elastiv1alpha1.ConditionReady),
 		Idle:      conditionStatus(es, elastiv1alpha1.ConditionIdle),
 		Ports:     formatPorts(es.Status.ProxyPorts),
@@ -163,13 +167,13 @@ func formatPorts(ports []elastiv1alpha1.ProxyPort) string {
 // writeTable prints rows in kubectl's column layout.
 func writeTable(w io.Writer, rows []listRow, wide bool) error {
 	tw := tabwriter.NewWriter(w, 0, 8, 3, ' ', 0)
-	header := []string{"NAMESPACE", "NAME", "SERVICE", "TARGET", "MODE", "REPLICAS", "IDLE-FOR", "LAST-WAKE"}
+	header := []string{"NAMESPACE", "NAME", "SERVICE", "TARGET", "MODE", "REPLICAS", "IDLE-FOR", "LAST-WAKE", "AT-ZERO"}
 	if wide {
 		header = append(header, "DESIRED", "READY", "IDLE", "PORTS", "AGE")
 	}
 	fmt.Fprintln(tw, strings.Join(header, "\t"))
 	for _, r := range rows {
-		cells := []string{r.Namespace, r.Name, r.Service, r.Target, r.Mode, r.Replicas, r.IdleFor, r.LastWake}
+		cells := []string{r.Namespace, r.Name, r.Service, r.Target, r.Mode, r.Replicas, r.IdleFor, r.LastWake, r.AtZero}
 		if wide {
 			cells = append(cells, r.Desired, r.Ready, r.Idle, r.Ports, r.Age)
 		}

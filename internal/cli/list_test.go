@@ -24,17 +24,17 @@ func TestNewListRow(t *testing.T) {
 			sc:   scaleReading{current: 2, desired: 2},
 			want: listRow{
 				Namespace: "demo", Name: "httpbin", Service: "httpbin", Target: "Deployment/httpbin",
-				Mode: "serve", Replicas: "2/1", IdleFor: "-", LastWake: "3h",
+				Mode: "serve", Replicas: "2/1", IdleFor: "-", LastWake: "3h", AtZero: "0%",
 				Desired: "2", Ready: "True", Idle: "True", Ports: "http:80->20013", Age: "24h",
 			},
 		},
 		{
 			name: "asleep",
-			es:   testES(asleep(50 * time.Hour)),
+			es:   testES(asleep(2*time.Hour), atZero(3600, 2*time.Hour)),
 			sc:   scaleReading{},
 			want: listRow{
 				Namespace: "demo", Name: "httpbin", Service: "httpbin", Target: "Deployment/httpbin",
-				Mode: "proxy", Replicas: "0/1", IdleFor: "2d2h", LastWake: "3h",
+				Mode: "proxy", Replicas: "0/1", IdleFor: "120m", LastWake: "3h", AtZero: "12%",
 				Desired: "0", Ready: "True", Idle: "True", Ports: "http:80->20013", Age: "24h",
 			},
 		},
@@ -47,7 +47,7 @@ func TestNewListRow(t *testing.T) {
 			sc: scaleReading{err: errors.New("forbidden")},
 			want: listRow{
 				Namespace: "demo", Name: "httpbin", Service: "httpbin", Target: "Deployment/httpbin",
-				Mode: "-", Replicas: "?/3", IdleFor: "-", LastWake: "-",
+				Mode: "-", Replicas: "?/3", IdleFor: "-", LastWake: "-", AtZero: "-",
 				Desired: "?", Ready: "-", Idle: "-", Ports: "-", Age: "24h",
 			},
 		},
@@ -87,7 +87,7 @@ func TestFormatPorts(t *testing.T) {
 func TestWriteTable(t *testing.T) {
 	rows := []listRow{
 		newListRow(testES(), scaleReading{current: 1, desired: 1}, testNow),
-		newListRow(testES(asleep(10*time.Minute), func(es *elastiv1alpha1.ElastiService) {
+		newListRow(testES(asleep(10*time.Minute), atZero(64800, 10*time.Minute), func(es *elastiv1alpha1.ElastiService) {
 			es.Namespace, es.Name, es.Spec.Service = "shop", "checkout-api", "checkout"
 			es.Spec.ScaleTargetRef.Kind, es.Spec.ScaleTargetRef.Name = "StatefulSet", "checkout"
 		}), scaleReading{}, testNow),
@@ -99,17 +99,17 @@ func TestWriteTable(t *testing.T) {
 	}{
 		{
 			name: "default",
-			want: `NAMESPACE   NAME           SERVICE    TARGET                 MODE    REPLICAS   IDLE-FOR   LAST-WAKE
-demo        httpbin        httpbin    Deployment/httpbin     serve   1/1        -          3h
-shop        checkout-api   checkout   StatefulSet/checkout   proxy   0/1        10m        3h
+			want: `NAMESPACE   NAME           SERVICE    TARGET                 MODE    REPLICAS   IDLE-FOR   LAST-WAKE   AT-ZERO
+demo        httpbin        httpbin    Deployment/httpbin     serve   1/1        -          3h          0%
+shop        checkout-api   checkout   StatefulSet/checkout   proxy   0/1        10m        3h          75%
 `,
 		},
 		{
 			name: "wide",
 			wide: true,
-			want: `NAMESPACE   NAME           SERVICE    TARGET                 MODE    REPLICAS   IDLE-FOR   LAST-WAKE   DESIRED   READY   IDLE   PORTS            AGE
-demo        httpbin        httpbin    Deployment/httpbin     serve   1/1        -          3h          1         True    True   http:80->20013   24h
-shop        checkout-api   checkout   StatefulSet/checkout   proxy   0/1        10m        3h          0         True    True   http:80->20013   24h
+			want: `NAMESPACE   NAME           SERVICE    TARGET                 MODE    REPLICAS   IDLE-FOR   LAST-WAKE   AT-ZERO   DESIRED   READY   IDLE   PORTS            AGE
+demo        httpbin        httpbin    Deployment/httpbin     serve   1/1        -          3h          0%        1         True    True   http:80->20013   24h
+shop        checkout-api   checkout   StatefulSet/checkout   proxy   0/1        10m        3h          75%       0         True    True   http:80->20013   24h
 `,
 		},
 	}

@@ -124,6 +124,10 @@ func describe(w io.Writer, es *elastiv1alpha1.ElastiService, sc scaleReading, no
 		}
 	}
 
+	if err := describeLedger(w, es, now); err != nil {
+		return err
+	}
+
 	fmt.Fprintln(w, "\nTriggers:")
 	if len(es.Spec.Triggers) == 0 {
 		fmt.Fprintln(w, "  none: the target never sleeps on its own")

@@ -116,6 +116,9 @@ Proxy ports:
   NAME  PORT  PROTOCOL  APP-PROTOCOL  RESOLVER-PORT
   http  80    TCP       -             20013
 
+Ledger:
+  none yet: the target has not been at zero
+
 Triggers:
   [0] prometheus
       Query:          sum(rate(http_requests_total{service="httpbin"}[1m])) or vector(0)

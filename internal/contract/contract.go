@@ -103,3 +103,9 @@ type ActivationResponse struct {
 // operator waits as long for a target to come back before it removes the
 // proxy of a deleted ElastiService: held requests time out then anyway.
 const DefaultHoldTimeout = 5 * time.Minute
+
+// MaxHoldTimeout is the longest spec.proxy.holdTimeout the API accepts
+// (its CEL rule says 1h): long enough for a model that takes tens of
+// minutes to load, short enough that a forgotten request does not hold a
+// slot for a day. The resolver caps a longer value that reached it anyway.
+const MaxHoldTimeout = time.Hour

@@ -62,6 +62,7 @@ func forgetMetrics(namespace, name string) {
 	triggerEvaluations.DeletePartialMatch(labels)
 	activations.DeletePartialMatch(labels)
 	wakeRequestCount.DeletePartialMatch(labels)
+	forgetLedgerMetrics(labels)
 }
 
 // Values of the wake label of elasti_operator_wake_requests_total.

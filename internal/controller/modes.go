@@ -91,6 +91,12 @@ type observed struct {
 	// none); it is also counted in wakeRequested. preWarmNext is the next
 	// firing, which the reconcile comes back for.
 	preWarm, preWarmNext time.Time
+
+	// ledger is what status.ledger needs (ledger.go).
+	ledger ledgerObserved
+
+	// fallback is what the FallbackActive condition needs (fallback.go).
+	fallback fallbackObserved
 }
 
 // plan is what a reconcile does, in DESIGN.md's order.
@@ -129,6 +135,11 @@ func decide(o observed) plan {
 	}
 	if !o.preWarmNext.IsZero() {
 		p.requeueAfter = earliestRequeue(p.requeueAfter, max(o.preWarmNext.Sub(o.now), time.Millisecond))
+	}
+	// A wake with a fallback comes back for its deadline, and to look at
+	// the target's pods, which are not watched.
+	if _, _, _, recheck, _ := fallbackVerdict(o.fallback, o.now); recheck > 0 {
+		p.requeueAfter = earliestRequeue(p.requeueAfter, recheck)
 	}
 	return p
 }

@@ -111,6 +111,10 @@ func (r *Reconciler) observe(ctx context.Context, es *elastiv1alpha1.ElastiServi
 	if o.ownReady, err = r.serviceHasReadyEndpoint(ctx, es); err != nil {
 		return o, l, err
 	}
+	o.ledger = r.observeLedger(ctx, es, svc, o)
+	if o.fallback, err = r.observeFallback(ctx, es, svc, o); err != nil {
+		return o, l, err
+	}
 
 	o.phase = currentPhase(es.Status, o.replicas)
 	o.sleep = sleepgate.Evaluate(gateView(es, hold.custody), o.now)

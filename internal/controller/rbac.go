@@ -9,6 +9,10 @@ package controller
 // HorizontalPodAutoscalers are watched and patched: an HPA named in
 // spec.autoscaler with minReplicas 0 has its floor held at 1 (hpa.go).
 //
+// Pods are listed, live and never watched, in the targets' namespaces: once
+// per wake from zero, to read the woken pod's phases for status.ledger
+// (ledger_observe.go).
+//
 // There is no Secret rule: a trigger's authSecretRef is read only if the
 // namespace owner grants the operator get on that one Secret by name.
 
@@ -18,6 +22,7 @@ package controller
 // +kubebuilder:rbac:groups="",resources=services,verbs=get;list;watch
 // +kubebuilder:rbac:groups=discovery.k8s.io,resources=endpointslices,verbs=get;list;watch;create;update;patch;delete
 // +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch,namespace=elasti-system
+// +kubebuilder:rbac:groups="",resources=pods,verbs=list
 // +kubebuilder:rbac:groups=coordination.k8s.io,resources=leases,verbs=get;list;watch;create;update;patch;delete,namespace=elasti-system
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 // +kubebuilder:rbac:groups="",resources=events,verbs=create;patch

@@ -41,6 +41,12 @@ type Reconciler struct {
 	// templates reads the targets' pod-template labels, to check that the
 	// Service selects the target's pods.
 	templates *podTemplates
+	// pods reads the woken target's pods, live, for status.ledger
+	// (ledger_observe.go): the cache holds only resolver pods.
+	pods client.Reader
+	// refusedWakes remembers wakes whose scale write was refused, for the
+	// FallbackActive condition (fallback.go).
+	refusedWakes refusedWakes
 }
 
 var _ reconcile.Reconciler = (*Reconciler)(nil)
@@ -99,7 +105,15 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.
 	}
 	if err != nil {
 		r.recorder.Eventf(es, nil, corev1.EventTypeWarning, EventScaleFailed, "Reconcile", "%v", err)
+		if p.wake && !fx.woke && scaleRefusal(err) {
+			if rerr := r.reportRefusedWake(ctx, es, o, err); rerr != nil {
+				ctrl.LoggerFrom(ctx).Error(rerr, "cannot report the refused wake")
+			}
+		}
 		return ctrl.Result{}, err
+	}
+	if fx.woke {
+		r.refusedWakes.clear(req.NamespacedName)
 	}
 	if err := r.writeStatus(ctx, es, o, p, fx); err != nil {
 		return ctrl.Result{}, err

@@ -172,18 +172,30 @@ type templateLabels struct {
 	resourceVersion string
 	labels          map[string]string
 	found           bool
+	// requests are one replica's requests, for the ledger (ledger.go).
+	requests replicaRequests
 }
 
 // labels returns the pod-template labels of the target, or nil when its
 // kind has no spec.template (a custom kind, a Rollout with a workloadRef)
 // or it cannot be read.
 func (p *podTemplates) labels(ctx context.Context, namespace string, ref elastiv1alpha1.ScaleTargetRef) map[string]string {
-	if p == nil || p.live == nil {
+	t, ok := p.read(ctx, namespace, ref)
+	if !ok {
 		return nil
+	}
+	return t.get()
+}
+
+// read returns what the target's pod template says, and false when the
+// target cannot be read.
+func (p *podTemplates) read(ctx context.Context, namespace string, ref elastiv1alpha1.ScaleTargetRef) (templateLabels, bool) {
+	if p == nil || p.live == nil {
+		return templateLabels{}, false
 	}
 	gvk, err := scaling.TargetGVK(ref)
 	if err != nil {
-		return nil
+		return templateLabels{}, false
 	}
 	key := templateKey{namespace, ref}
 	rv := p.targets.resourceVersion(ctx, namespace, ref)
@@ -191,23 +203,23 @@ func (p *podTemplates) labels(ctx context.Context, namespace string, ref elastiv
 	prev, ok := p.seen[key]
 	p.mu.Unlock()
 	if ok && rv != "" && prev.resourceVersion == rv {
-		return prev.get()
+		return prev, true
 	}
 	u := &unstructured.Unstructured{}
 	u.SetGroupVersionKind(gvk)
 	if err := p.live.Get(ctx, types.NamespacedName{Namespace: namespace, Name: ref.Name}, u); err != nil {
 		ctrl.LoggerFrom(ctx).V(1).Info("cannot read the target's pod template; the Service's selector is not checked", "error", err.Error())
-		return nil
+		return templateLabels{}, false
 	}
 	m, found, err := unstructured.NestedStringMap(u.Object, "spec", "template", "metadata", "labels")
-	cur := templateLabels{resourceVersion: u.GetResourceVersion(), labels: m, found: found && err == nil}
+	cur := templateLabels{resourceVersion: u.GetResourceVersion(), labels: m, found: found && err == nil, requests: templateRequests(u)}
 	p.mu.Lock()
 	if p.seen == nil || len(p.seen) > 4096 {
 		p.seen = map[templateKey]templateLabels{}
 	}
 	p.seen[key] = cur
 	p.mu.Unlock()
-	return cur.get()
+	return cur, true
 }
 
 func (t templateLabels) get() map[string]string {

@@ -42,6 +42,9 @@ const (
 	// ReasonTargetWatchNotSynced: the target kind's watch does not sync
 	// for another reason.
 	ReasonTargetWatchNotSynced = "TargetWatchNotSynced"
+	// ReasonEndpointReady and ReasonNoReadyEndpoint are TargetReady's.
+	ReasonEndpointReady   = "EndpointReady"
+	ReasonNoReadyEndpoint = "NoReadyEndpoint"
 )
 
 // effects is what a reconcile actually did, for the status and Events.
@@ -172,6 +175,14 @@ func desiredStatus(es *elastiv1alpha1.ElastiService, o observed, p plan, fx effe
 	default:
 		set(elastiv1alpha1.ConditionProxyReady, metav1.ConditionTrue, ReasonResolversAvailable, "ready resolvers can take the Service's traffic when the target sleeps")
 	}
+	// TargetReady: the cooldown counts from its last change (sleepgate).
+	if o.ownReady {
+		set(elastiv1alpha1.ConditionTargetReady, metav1.ConditionTrue, ReasonEndpointReady, "the Service's own EndpointSlices list a ready endpoint of the target")
+	} else {
+		set(elastiv1alpha1.ConditionTargetReady, metav1.ConditionFalse, ReasonNoReadyEndpoint, "the Service's own EndpointSlices list no ready endpoint of the target")
+	}
+	setFallbackCondition(&st, es, o.fallback, o.now)
+	st.Ledger = nextLedger(es, st, o)
 	return st
 }
 
@@ -196,11 +207,14 @@ func (r *Reconciler) writeStatus(ctx context.Context, es *elastiv1alpha1.ElastiS
 		(was == nil || was.Reason != now.Reason || was.Message != now.Message) {
 		r.recorder.Eventf(es, nil, corev1.EventTypeWarning, now.Reason, "Refuse", "%s", now.Message)
 	}
+	r.announceFallback(es, es.Status.Conditions, st.Conditions)
 	stamp(&st, o.now)
+	prevLedger := es.Status.Ledger
 	es.Status = st
 	if err := r.client.Status().Update(ctx, es); err != nil {
 		return fmt.Errorf("update status of ElastiService %s/%s: %w", es.Namespace, es.Name, err)
 	}
+	recordLedger(es.Namespace, es.Name, prevLedger, st.Ledger)
 	ctrl.LoggerFrom(ctx).V(1).Info("status updated", "elastiservice", klog.KObj(es), "mode", st.Mode)
 	return nil
 }

@@ -48,6 +48,8 @@ func (r *Resolver) newServer() *http.Server {
 //     staticresponse.go;
 //  4. holdUntilReady - holds while the Target has no ready endpoint and
 //     starts activation; 503 when the hold queue is full, 504 on timeout;
+//     with spec.proxy.fallback, points the request at the fallback Service
+//     when the target does not come up in time (fallback.go);
 //  5. r.forward - reverse-proxies to a ready pod and asks the client to
 //     reconnect (Connection: close, or GOAWAY on HTTP/2); see proxy.go.
 func (r *Resolver) httpHandler() http.Handler {
@@ -127,7 +129,7 @@ func (r *Resolver) holdUntilReady(next http.Handler) http.Handler {
 				return body.watch()
 			}
 		}
-		deadline, err := r.hold(req.Context(), t, watch)
+		deadline, dest, err := r.hold(req.Context(), t, watch)
 		if body != nil {
 			if err == nil {
 				err = body.release()
@@ -176,7 +178,8 @@ func (r *Resolver) holdUntilReady(next http.Handler) http.Handler {
 		// echo uploads): without this, net/http may cut the request body
 		// once the response starts. HTTP/2 is full duplex already.
 		_ = http.NewResponseController(w).EnableFullDuplex()
-		rt.released, rt.deadline, rt.done = true, deadline, req.Context().Done()
+		// dest is t, or t pointed at its fallback Service.
+		rt.target, rt.released, rt.deadline, rt.done = dest, true, deadline, req.Context().Done()
 		next.ServeHTTP(w, req.WithContext(withRoute(req.Context(), rt)))
 	})
 }

@@ -93,7 +93,13 @@ type watchFunc func() <-chan error
 // cancellation, what watch reports or the resolver's stop. A request that
 // goes through at once is never watched, so the normal path streams as it
 // did. The returned deadline bounds the dial that follows.
-func (r *Resolver) hold(ctx context.Context, t Target, watch watchFunc) (deadline time.Time, err error) {
+//
+// With spec.proxy.fallback, dest is where the request goes: t itself, or t
+// pointed at the fallback Service (fallback.go) once the hold has lasted
+// fallback.after, or at once while the ElastiService is in fallback. The
+// fallback is used only while it has a ready endpoint; until then the
+// request stays held. The target wins whenever it has a ready endpoint.
+func (r *Resolver) hold(ctx context.Context, t Target, watch watchFunc) (deadline time.Time, dest Target, err error) {
 	timeout := t.HoldTimeout
 	if timeout <= 0 {
 		timeout = r.opts.HoldTimeout
@@ -101,12 +107,19 @@ func (r *Resolver) hold(ctx context.Context, t Target, watch watchFunc) (deadlin
 	start := r.opts.Clock.Now()
 	// The deadline only bounds network dials, which run on the wall clock.
 	deadline = time.Now().Add(timeout)
-	changed := r.endpoints.Changed(t.Service)
 	if len(r.endpoints.Ready(t.Service, t.PortName)) > 0 {
 		// The operator only hears of traffic through activation calls, and
 		// a scale-down in its grace period must be called off by it.
 		r.traffic.seen(r.stopCtx, t)
-		return deadline, nil
+		return deadline, t, nil
+	}
+	if r.inFallback(t) {
+		if dest, ok := r.toFallback(t, FallbackActive); ok {
+			// The wake must go on while the fallback serves: the report is
+			// an activation call.
+			r.traffic.seen(r.stopCtx, t)
+			return deadline, dest, nil
+		}
 	}
 	limit := t.MaxHeld
 	if limit <= 0 {
@@ -115,7 +128,7 @@ func (r *Resolver) hold(ctx context.Context, t Target, watch watchFunc) (deadlin
 	leave, err := r.holds.Enter(t.ElastiService, limit)
 	if err != nil {
 		r.metrics.reject(t.ElastiService, ReasonQueueFull)
-		return deadline, err
+		return deadline, t, err
 	}
 	defer leave()
 	labels := []string{t.ElastiService.Namespace, t.ElastiService.Name}
@@ -123,7 +136,11 @@ func (r *Resolver) hold(ctx context.Context, t Target, watch watchFunc) (deadlin
 	held.Inc()
 	defer held.Dec()
 	defer func() {
-		r.metrics.HoldDuration.WithLabelValues(labels...).Observe(r.opts.Clock.Since(start).Seconds())
+		d := r.opts.Clock.Since(start).Seconds()
+		r.metrics.HoldDuration.WithLabelValues(labels...).Observe(d)
+		if err == nil && dest.Service == t.Service {
+			r.metrics.ColdStart.WithLabelValues(labels...).Observe(d)
+		}
 	}()
 	r.waker.ensure(r.stopCtx, t)
 	var watched <-chan error
@@ -133,25 +150,58 @@ func (r *Resolver) hold(ctx context.Context, t Target, watch watchFunc) (deadlin
 
 	timer := r.opts.Clock.NewTimer(timeout)
 	defer timer.Stop()
+	// With a fallback, the hold also wakes when its deadline passes, when
+	// the fallback's endpoints change and when the operator's word on the
+	// ElastiService does.
+	var afterC <-chan time.Time
+	if t.Fallback != nil {
+		after := r.opts.Clock.NewTimer(t.Fallback.After)
+		defer after.Stop()
+		afterC = after.C()
+	}
+	passed := false
 	for {
+		// Every channel is taken before the state it announces is read,
+		// so that no event falls between the check and the wait.
+		changed := r.endpoints.Changed(t.Service)
+		var fallbackChanged, said <-chan struct{}
+		if t.Fallback != nil {
+			fallbackChanged = r.endpoints.Changed(t.Fallback.Service)
+			_, said = r.ports.fallbackSaid(t.ElastiService)
+		}
+		if len(r.endpoints.Ready(t.Service, t.PortName)) > 0 {
+			return deadline, t, nil
+		}
+		if passed || r.inFallback(t) {
+			reason := FallbackActive
+			if passed {
+				reason = FallbackDeadline
+			}
+			if dest, ok := r.toFallback(t, reason); ok {
+				if passed {
+					r.fallbacks.set(t.ElastiService, r.endpoints.ReadyEpoch(t.Service))
+				}
+				return deadline, dest, nil
+			}
+		}
 		select {
 		case <-changed:
+		case <-fallbackChanged:
+		case <-said:
+		case <-afterC:
+			passed, afterC = true, nil
 		case <-timer.C():
 			r.metrics.TimedOut.WithLabelValues(labels...).Inc()
-			return deadline, ErrHoldTimeout
+			return deadline, t, ErrHoldTimeout
 		case <-ctx.Done():
-			return deadline, fmt.Errorf("%w: %w", ErrClientGone, context.Cause(ctx))
+			return deadline, t, fmt.Errorf("%w: %w", ErrClientGone, context.Cause(ctx))
 		case err := <-watched:
 			if errors.Is(err, ErrReadAheadFull) {
 				r.metrics.reject(t.ElastiService, ReasonReadAheadFull)
 			}
-			return deadline, err
+			return deadline, t, err
 		case <-r.stopCtx.Done():
-			return deadline, ErrStopping
-		}
-		changed = r.endpoints.Changed(t.Service)
-		if len(r.endpoints.Ready(t.Service, t.PortName)) > 0 {
-			return deadline, nil
+			return deadline, t, ErrStopping
 		}
 	}
 }

@@ -1,6 +1,7 @@
 package resolver
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net"
@@ -23,11 +24,18 @@ type listenerSet struct {
 }
 
 // openListeners binds every port from start to end on address. It fails,
-// closing what it opened, if any port cannot be bound.
-func openListeners(address string, start, end int) (*listenerSet, error) {
+// closing what it opened, if any port cannot be bound. Every accepted
+// connection gets TCP keepalives every keepAlive (none when negative): a
+// held connection is silent for as long as the cold start lasts, and the
+// probes keep NATs and load balancers from dropping it.
+func openListeners(address string, start, end int, keepAlive time.Duration) (*listenerSet, error) {
 	ls := &listenerSet{listeners: make([]*net.TCPListener, 0, end-start+1)}
+	lc := net.ListenConfig{KeepAlive: keepAlive}
+	if keepAlive > 0 {
+		lc.KeepAliveConfig = net.KeepAliveConfig{Enable: true, Idle: keepAlive, Interval: keepAlive, Count: 4}
+	}
 	for port := start; port <= end; port++ {
-		l, err := net.Listen("tcp", net.JoinHostPort(address, strconv.Itoa(port)))
+		l, err := lc.Listen(context.Background(), "tcp", net.JoinHostPort(address, strconv.Itoa(port)))
 		if err != nil {
 			ls.close()
 			return nil, fmt.Errorf("open resolver port %d of %d-%d: %w", port, start, end, err)

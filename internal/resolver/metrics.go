@@ -18,6 +18,18 @@ const (
 	ReasonReadAheadFull = "read_ahead_full"
 )
 
+// Fallback reasons, the values of the reason label on
+// elasti_resolver_fallback_total.
+const (
+	// FallbackDeadline: the request's own hold lasted spec.proxy.fallback.after.
+	FallbackDeadline = "deadline"
+	// FallbackActive: the ElastiService was in fallback already when the
+	// request arrived or while it was held: an earlier request's deadline
+	// passed since the target was last ready, or the operator's
+	// FallbackActive condition says so (the wake failed).
+	FallbackActive = "active"
+)
+
 // Activation results, the values of the result label on
 // elasti_resolver_activations_total.
 const (
@@ -34,15 +46,22 @@ const (
 type Metrics struct {
 	Held         *prometheus.GaugeVec
 	HoldDuration *prometheus.HistogramVec
-	Forwarded    *prometheus.CounterVec
-	Rejected     *prometheus.CounterVec
-	TimedOut     *prometheus.CounterVec
-	Activations  *prometheus.CounterVec
+	// ColdStart is the hold of the requests that a woken target then
+	// served: the cold start a client lived, up to the first byte
+	// forwarded (status.ledger in the operator has its phases).
+	ColdStart   *prometheus.HistogramVec
+	Forwarded   *prometheus.CounterVec
+	Rejected    *prometheus.CounterVec
+	TimedOut    *prometheus.CounterVec
+	Activations *prometheus.CounterVec
 	// StaticResponses counts the answers of spec.proxy.staticResponses
 	// rules; its rule label is bounded by the API (16 rules per
 	// ElastiService).
 	StaticResponses *prometheus.CounterVec
-	Listeners       prometheus.Gauge
+	// Fallback counts requests and connections sent to the
+	// spec.proxy.fallback Service, by reason (the Fallback* constants).
+	Fallback  *prometheus.CounterVec
+	Listeners prometheus.Gauge
 }
 
 var esLabels = []string{"namespace", "elastiservice"}
@@ -58,6 +77,11 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		HoldDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "elasti_resolver_hold_duration_seconds",
 			Help:    "How long requests and connections were held before being forwarded, timed out or abandoned.",
+			Buckets: prometheus.ExponentialBuckets(0.01, 2.5, 12), // 10ms .. ~10min
+		}, esLabels),
+		ColdStart: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "elasti_resolver_cold_start_seconds",
+			Help:    "How long requests and connections were held before the resolver forwarded them to a ready endpoint of the woken target: the cold start as clients live it, up to the first byte forwarded.",
 			Buckets: prometheus.ExponentialBuckets(0.01, 2.5, 12), // 10ms .. ~10min
 		}, esLabels),
 		Forwarded: prometheus.NewCounterVec(prometheus.CounterOpts{
@@ -80,13 +104,17 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "elasti_resolver_static_responses_total",
 			Help: "Requests answered by a static response rule, without waking the target or counting as traffic.",
 		}, append(esLabels, "rule")),
+		Fallback: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "elasti_resolver_fallback_total",
+			Help: "Requests and connections sent to the spec.proxy.fallback Service instead of the target, by reason.",
+		}, append(esLabels, "reason")),
 		Listeners: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "elasti_resolver_open_listeners",
 			Help: "Pre-opened resolver ports currently listening.",
 		}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.Held, m.HoldDuration, m.Forwarded, m.Rejected, m.TimedOut, m.Activations, m.StaticResponses, m.Listeners)
+		reg.MustRegister(m.Held, m.HoldDuration, m.ColdStart, m.Forwarded, m.Rejected, m.TimedOut, m.Activations, m.StaticResponses, m.Fallback, m.Listeners)
 	}
 	return m
 }
@@ -97,7 +125,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 func (m *Metrics) forget(es types.NamespacedName) {
 	labels := prometheus.Labels{"namespace": es.Namespace, "elastiservice": es.Name}
 	for _, vec := range []interface{ DeletePartialMatch(prometheus.Labels) int }{
-		m.Held, m.HoldDuration, m.Forwarded, m.Rejected, m.TimedOut, m.Activations, m.StaticResponses,
+		m.Held, m.HoldDuration, m.ColdStart, m.Forwarded, m.Rejected, m.TimedOut, m.Activations, m.StaticResponses, m.Fallback,
 	} {
 		vec.DeletePartialMatch(labels)
 	}

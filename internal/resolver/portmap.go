@@ -59,6 +59,9 @@ type PortMap struct {
 	// still linger; forget is called for each once none does.
 	deleted map[types.NamespacedName]bool
 	forget  func(types.NamespacedName)
+	// fallbackOn holds the ElastiServices whose FallbackActive condition
+	// is True: the operator says their wake failed or took too long.
+	fallbackOn map[types.NamespacedName]bool
 	// changed is closed and replaced on every update so that connections
 	// waiting for a mapping, and the EndpointSlice watches, wake without
 	// polling.
@@ -68,12 +71,13 @@ type PortMap struct {
 // NewPortMap returns an empty PortMap.
 func NewPortMap() *PortMap {
 	return &PortMap{
-		claims:   map[int32][]Target{},
-		byOwner:  map[types.NamespacedName][]int32{},
-		released: map[int32]releasedTarget{},
-		deleted:  map[types.NamespacedName]bool{},
-		clock:    clock.RealClock{},
-		changed:  make(chan struct{}),
+		claims:     map[int32][]Target{},
+		byOwner:    map[types.NamespacedName][]int32{},
+		released:   map[int32]releasedTarget{},
+		deleted:    map[types.NamespacedName]bool{},
+		fallbackOn: map[types.NamespacedName]bool{},
+		clock:      clock.RealClock{},
+		changed:    make(chan struct{}),
 	}
 }
 
@@ -114,9 +118,10 @@ func TargetsOf(es *elastiv1alpha1.ElastiService) map[int32]Target {
 	var hold time.Duration
 	var maxHeld int
 	var static *StaticRules
+	fallback := fallbackOf(es)
 	if p := es.Spec.Proxy; p != nil {
 		if d, err := time.ParseDuration(p.HoldTimeout); err == nil && d > 0 {
-			hold = d
+			hold = min(d, contract.MaxHoldTimeout)
 		}
 		maxHeld = int(p.MaxHeldRequests)
 		static = newStaticRules(p.StaticResponses)
@@ -134,6 +139,7 @@ func TargetsOf(es *elastiv1alpha1.ElastiService) map[int32]Target {
 			HoldTimeout:   hold,
 			MaxHeld:       maxHeld,
 			Static:        static,
+			Fallback:      fallback,
 		}
 	}
 	return out
@@ -149,6 +155,11 @@ func (m *PortMap) Set(es *elastiv1alpha1.ElastiService) {
 	m.removeLocked(key)
 	// Back under the same name: whatever it is, it is live again.
 	delete(m.deleted, key)
+	if operatorSaysFallback(es) {
+		m.fallbackOn[key] = true
+	} else {
+		delete(m.fallbackOn, key)
+	}
 	ports := make([]int32, 0, len(targets))
 	for port, t := range targets {
 		m.claims[port] = append(m.claims[port], t)
@@ -167,6 +178,7 @@ func (m *PortMap) Delete(key types.NamespacedName) {
 	m.mu.Lock()
 	m.removeLocked(key)
 	m.deleted[key] = true
+	delete(m.fallbackOn, key)
 	gone, forget := m.forgottenLocked()
 	m.scheduleLocked()
 	m.notifyLocked()
@@ -313,9 +325,17 @@ func (m *PortMap) get(port int32) (Target, bool, <-chan struct{}) {
 	return Target{}, false, m.changed
 }
 
+// fallbackSaid reports whether the operator says key's traffic goes to its
+// fallback Service now, and returns the channel closed at the next update.
+func (m *PortMap) fallbackSaid(key types.NamespacedName) (bool, <-chan struct{}) {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	return m.fallbackOn[key], m.changed
+}
+
 // services returns the Services that have a port claimed or lingering (the
-// ones whose EndpointSlices the resolver must follow), and the channel
-// closed at the next update.
+// ones whose EndpointSlices the resolver must follow), with the fallback
+// Services they name, and the channel closed at the next update.
 func (m *PortMap) services() (map[types.NamespacedName]struct{}, <-chan struct{}) {
 	m.mu.RLock()
 	defer m.mu.RUnlock()
@@ -323,12 +343,18 @@ func (m *PortMap) services() (map[types.NamespacedName]struct{}, <-chan struct{}
 	for _, ts := range m.claims {
 		for _, t := range ts {
 			out[t.Service] = struct{}{}
+			if t.Fallback != nil {
+				out[t.Fallback.Service] = struct{}{}
+			}
 		}
 	}
 	now := m.clock.Now()
 	for _, r := range m.released {
 		if now.Before(r.until) {
 			out[r.Service] = struct{}{}
+			if r.Fallback != nil {
+				out[r.Fallback.Service] = struct{}{}
+			}
 		}
 	}
 	return out, m.changed

@@ -103,10 +103,11 @@ func TestMetricSeriesDeletedWithElastiService(t *testing.T) {
 		m.TimedOut.WithLabelValues("ns", es).Inc()
 		m.Held.WithLabelValues("ns", es).Set(0)
 		m.HoldDuration.WithLabelValues("ns", es).Observe(1)
+		m.ColdStart.WithLabelValues("ns", es).Observe(1)
 		m.StaticResponses.WithLabelValues("ns", es, "healthz").Inc()
 	}
 	vecs := map[string]prometheus.Collector{
-		"held": m.Held, "hold_duration": m.HoldDuration, "forwarded": m.Forwarded,
+		"held": m.Held, "hold_duration": m.HoldDuration, "cold_start": m.ColdStart, "forwarded": m.Forwarded,
 		"rejected": m.Rejected, "timed_out": m.TimedOut, "activations": m.Activations,
 		"static_responses": m.StaticResponses,
 	}

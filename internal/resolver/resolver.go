@@ -25,6 +25,7 @@ type Resolver struct {
 	holds     *HoldQueue
 	waker     *waker
 	traffic   *trafficReporter
+	fallbacks fallbackEpochs
 	dialer    *dialer
 	metrics   *Metrics
 
@@ -104,7 +105,7 @@ func New(ports *PortMap, endpoints *Endpoints, opts Options) (*Resolver, error) 
 // Start opens every port of the range and starts serving. It fails if any
 // port cannot be opened.
 func (r *Resolver) Start() error {
-	ls, err := openListeners(r.opts.ListenAddress, r.opts.PortRangeStart, r.opts.PortRangeEnd)
+	ls, err := openListeners(r.opts.ListenAddress, r.opts.PortRangeStart, r.opts.PortRangeEnd, r.opts.ClientKeepAlive)
 	if err != nil {
 		return err
 	}

@@ -28,6 +28,8 @@ type Target struct {
 	MaxHeld     int
 	// Static holds spec.proxy.staticResponses; nil when there are none.
 	Static *StaticRules
+	// Fallback is spec.proxy.fallback; nil when there is none.
+	Fallback *FallbackRoute
 }
 
 // Layer says how a port's traffic is handled.

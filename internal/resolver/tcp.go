@@ -89,8 +89,9 @@ func isTimeout(err error) bool {
 	return errors.As(err, &ne) && ne.Timeout()
 }
 
-// serveTCP holds a TCP connection until its Target has a ready endpoint,
-// dials one, replays what was read while holding, and splices the two. A
+// serveTCP holds a TCP connection until its Target (or, with
+// spec.proxy.fallback, the fallback Service) has a ready endpoint, dials
+// one, replays what was read while holding, and splices the two. A
 // full queue, a hold timeout, a client that left or sent more than the
 // read-ahead bound, or a failed dial close the client connection: TCP has
 // no way to say more.
@@ -98,7 +99,7 @@ func (r *Resolver) serveTCP(c net.Conn, t Target) {
 	defer c.Close()
 	log := r.opts.Log.WithValues("elastiservice", t.ElastiService.String())
 	h := watchHeld(c, r.opts.ReadAheadBytes)
-	deadline, err := r.hold(r.stopCtx, t, h.watch)
+	deadline, dest, err := r.hold(r.stopCtx, t, h.watch)
 	pending, werr := h.stopWatching()
 	if err == nil && errors.Is(werr, ErrClientGone) {
 		// Gone as the hold let it through: still never forwarded.
@@ -112,7 +113,7 @@ func (r *Resolver) serveTCP(c net.Conn, t Target) {
 		return
 	}
 	dctx, dcancel := context.WithDeadline(r.stopCtx, deadline)
-	up, err := r.dialer.dial(dctx, t, "")
+	up, err := r.dialer.dial(dctx, dest, "")
 	dcancel()
 	if err != nil {
 		r.metrics.reject(t.ElastiService, ReasonDialFailed)

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"time"
 
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/duration"
 
 	elastiv1alpha1 "elasti.dev/elasti/api/v1alpha1"
@@ -18,8 +20,13 @@ const (
 	ReasonNoTriggers = "NoTriggers"
 	// ReasonKeepAwake: contract.AnnotationKeepAwake pins the target awake.
 	ReasonKeepAwake = "KeepAwake"
-	// ReasonInCooldown: the cooldown since the last wake (or creation) runs.
+	// ReasonInCooldown: the cooldown since the last wake (or creation), or
+	// since the target last became ready, runs.
 	ReasonInCooldown = "InCooldown"
+	// ReasonWaking: the target has not had a ready endpoint since its last
+	// wake. The cooldown has not started: a target is never put to sleep
+	// before its first pod has been Ready, however long it takes.
+	ReasonWaking = "Waking"
 	// ReasonInvalidEnabledPeriod: the enabledPeriod cannot be parsed, so the
 	// target never sleeps until it is fixed.
 	ReasonInvalidEnabledPeriod = "InvalidEnabledPeriod"
@@ -56,7 +63,7 @@ type gate func(es *elastiv1alpha1.ElastiService, now time.Time) (v Verdict, stop
 
 // gates is the chain, in order: settings that keep the target awake for
 // good come before the clock.
-var gates = []gate{noTriggers, keepAwake, cooldown, enabledPeriod}
+var gates = []gate{noTriggers, keepAwake, waking, cooldown, enabledPeriod}
 
 // Evaluate applies the gates in order and returns the first one that holds,
 // or an open Verdict.
@@ -83,13 +90,56 @@ func keepAwake(es *elastiv1alpha1.ElastiService, _ time.Time) (Verdict, bool) {
 	return Verdict{Reason: ReasonKeepAwake, Message: contract.AnnotationKeepAwake + "=" + contract.KeepAwakeOn + " pins it awake"}, true
 }
 
-// cooldown counts from lastScaledUpTime, or from creation before the first
-// wake.
-func cooldown(es *elastiv1alpha1.ElastiService, now time.Time) (Verdict, bool) {
-	since, from := es.CreationTimestamp.Time, "creation"
-	if es.Status.LastScaledUpTime != nil {
+// cooldownStart is when the cooldown counts from, and what to call it: the
+// later of the last wake (creation before the first) and the last change
+// of the TargetReady condition, so that a target whose pods took longer
+// than the cooldown to become ready still gets its whole cooldown once it
+// serves. readySinceWake is false while the target has not had a ready
+// endpoint since the wake: TargetReady is not True and has not changed
+// since. An ElastiService the operator has not yet written TargetReady for
+// counts from the wake alone, and one never woken is not held by readiness:
+// the rule is about wakes, not about a target that was never up.
+func cooldownStart(es *elastiv1alpha1.ElastiService) (since time.Time, from string, readySinceWake bool) {
+	since, from = es.CreationTimestamp.Time, "creation"
+	woken := es.Status.LastScaledUpTime != nil
+	if woken {
 		since, from = es.Status.LastScaledUpTime.Time, "the last wake"
 	}
+	c := meta.FindStatusCondition(es.Status.Conditions, elastiv1alpha1.ConditionTargetReady)
+	if c == nil {
+		return since, from, true
+	}
+	changed := c.LastTransitionTime.Time
+	if woken && c.Status != metav1.ConditionTrue && !changed.After(since) {
+		return since, from, false
+	}
+	if changed.After(since) {
+		if c.Status == metav1.ConditionTrue {
+			since, from = changed, "the target's first ready endpoint since "+from
+		} else {
+			since, from = changed, "the target's last ready endpoint since "+from
+		}
+	}
+	return since, from, true
+}
+
+// waking holds a target that has not been ready since its last wake: its
+// pods may take longer than the cooldown to start (a model loading for
+// minutes), and putting it to sleep then would throw that start away.
+func waking(es *elastiv1alpha1.ElastiService, now time.Time) (Verdict, bool) {
+	since, from, ready := cooldownStart(es)
+	if ready {
+		return Verdict{}, false
+	}
+	return Verdict{Reason: ReasonWaking, Polls: true,
+		Message: fmt.Sprintf("waking: no ready endpoint since %s %s ago; the cooldown starts when the target is ready",
+			from, duration.HumanDuration(now.Sub(since))),
+	}, true
+}
+
+// cooldown counts from cooldownStart.
+func cooldown(es *elastiv1alpha1.ElastiService, now time.Time) (Verdict, bool) {
+	since, from, _ := cooldownStart(es)
 	left := since.Add(time.Duration(es.Spec.CooldownPeriod) * time.Second).Sub(now)
 	if left <= 0 {
 		return Verdict{}, false
