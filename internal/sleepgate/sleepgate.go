@@ -91,12 +91,12 @@ func keepAwake(es *elastiv1alpha1.ElastiService, _ time.Time) (Verdict, bool) {
 }
 
 // cooldownStart is when the cooldown counts from, and what to call it: the
-// later of the last wake (creation before the first) and the last change
-// of the TargetReady condition, so that a target whose pods took longer
-// than the cooldown to become ready still gets its whole cooldown once it
-// serves. readySinceWake is false while the target has not had a ready
-// endpoint since the wake: TargetReady is not True and has not changed
-// since. An ElastiService the operator has not yet written TargetReady for
+// last wake (creation before the first), or the target's first ready
+// endpoint after that wake (TargetReady turning True), so that a target
+// whose pods took longer than the cooldown to become ready still gets its
+// whole cooldown once it serves. readySinceWake is false while the target
+// has not had a ready endpoint since the wake: TargetReady is not True and
+// has not changed since. An ElastiService the operator has not yet written TargetReady for
 // counts from the wake alone, and one never woken is not held by readiness:
 // the rule is about wakes, not about a target that was never up.
 func cooldownStart(es *elastiv1alpha1.ElastiService) (since time.Time, from string, readySinceWake bool) {
@@ -110,16 +110,19 @@ func cooldownStart(es *elastiv1alpha1.ElastiService) (since time.Time, from stri
 		return since, from, true
 	}
 	changed := c.LastTransitionTime.Time
-	if woken && c.Status != metav1.ConditionTrue && !changed.After(since) {
-		return since, from, false
+	if !woken || !changed.After(since) {
+		// Never woken: readiness does not move the cooldown (a scale-down
+		// whose grace period ended after the first status write would
+		// otherwise be called off, and a target that never had a ready
+		// pod left in proxy mode). Woken, and TargetReady unchanged since:
+		// ready since the wake only if it is True.
+		return since, from, !woken || c.Status == metav1.ConditionTrue
 	}
-	if changed.After(since) {
-		if c.Status == metav1.ConditionTrue {
-			since, from = changed, "the target's first ready endpoint since "+from
-		} else {
-			since, from = changed, "the target's last ready endpoint since "+from
-		}
+	if c.Status == metav1.ConditionTrue {
+		return changed, "the target's first ready endpoint since " + from, true
 	}
+	// Ready after the wake, and no longer: the cooldown counts from the
+	// wake (when it became ready is not recorded).
 	return since, from, true
 }
 

@@ -32,6 +32,7 @@ func TestEnabledPeriodTimeZone(t *testing.T) {
 	es.Spec.EnabledPeriod = &elastiv1alpha1.EnabledPeriod{Schedule: openInUTC, Duration: "2h", TimeZone: "Asia/Tokyo"}
 	e.Create(t, es)
 
+	e.WaitAwake(t, ns, "demoapp", time.Minute) // reconciled: serve mode
 	// Three cooldowns with idle triggers: it would have slept in UTC.
 	ctx := context.Background()
 	deadline := time.Now().Add(15 * time.Second)
