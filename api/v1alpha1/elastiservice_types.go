@@ -322,4 +322,10 @@ type ProxySpec struct {
 	// the target is ready. See docs/cold-starts.md.
 	// +optional
 	Fallback *Fallback `json:"fallback,omitempty"`
+
+	// WakingPage, when set, answers a browser's GET while the target wakes
+	// with a page that reloads itself and shows the wake's progress, instead
+	// of holding it. See docs/waking-page.md.
+	// +optional
+	WakingPage *WakingPage `json:"wakingPage,omitempty"`
 }

@@ -117,4 +117,9 @@ type ElastiServiceStatus struct {
 	// resources not reserved while asleep (docs/ledger.md).
 	// +optional
 	Ledger *Ledger `json:"ledger,omitempty"`
+
+	// WakeProgress is how far the current wake from zero has got; unset
+	// when no wake is in progress. The resolvers' waking page shows it.
+	// +optional
+	WakeProgress *WakeProgress `json:"wakeProgress,omitempty"`
 }
