@@ -10,6 +10,10 @@
 #
 # Packages' own services are not started: the tests start what they need
 # themselves.
+#
+# With the argument "browser" it also installs Debian's Chromium and a font
+# for it, which only the end-to-end tests need (the waking page is looked at
+# in a real headless browser); `make demo` does without.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -48,6 +52,10 @@ PACKAGES=(
   iptables nftables conntrack iproute2 util-linux
   ipset        # kube-router's network policy controller (NetworkPolicy enforcement)
 )
+if [[ ${1:-} == browser ]]; then
+  # The waking page's end-to-end test (test/e2e/wakingpage_e2e_test.go).
+  PACKAGES+=(chromium fonts-dejavu-core)
+fi
 missing=()
 for p in "${PACKAGES[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")

@@ -8,6 +8,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export GOTOOLCHAIN=local GOFLAGS=-buildvcs=false
+# Chromium, for the waking page's test; the rest is there from `make deps`.
+hack/install-deps.sh browser
 ELASTI_K8S_BIN=$(hack/k8s-binaries.sh)
 export ELASTI_K8S_BIN
 go build -o bin/elasti-cluster ./test/cluster/cmd/elasti-cluster

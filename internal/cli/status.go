@@ -69,6 +69,9 @@ func describe(w io.Writer, es *elastiv1alpha1.ElastiService, sc scaleReading, no
 		field("Replicas", fmt.Sprintf("%d current, %d desired, min %d", sc.current, sc.desired, es.Spec.MinTargetReplicas))
 	}
 	field("Mode", orNone(string(es.Status.Mode)))
+	if wp := es.Status.WakeProgress; wp != nil {
+		field("Waking", wakingLine(*wp, now))
+	}
 	field("Cooldown", fmt.Sprintf("%ds", es.Spec.CooldownPeriod))
 	if p := es.Spec.EnabledPeriod; p != nil {
 		field("Enabled period", fmt.Sprintf("%q for %s (%s)", p.Schedule, p.Duration, scaling.ZoneName(p.TimeZone)))
@@ -168,6 +171,19 @@ func preWarmLine(p elastiv1alpha1.PreWarm, now time.Time) string {
 		return line + "; never fires again"
 	}
 	return fmt.Sprintf("%s; next in %s (%s)", line, duration.HumanDuration(next.Sub(now)), next.Format("2006-01-02 15:04 MST"))
+}
+
+// wakingLine words status.wakeProgress: the phase, the time since the
+// wake's scale write, what the phase waits for and the pod it was read from.
+func wakingLine(wp elastiv1alpha1.WakeProgress, now time.Time) string {
+	line := fmt.Sprintf("%s (%s)", wp.Phase, duration.HumanDuration(max(now.Sub(wp.StartTime.Time), 0)))
+	if wp.Message != "" {
+		line += " — " + wp.Message
+	}
+	if wp.Pod != "" {
+		line += "; pod " + wp.Pod
+	}
+	return line
 }
 
 func ago(now time.Time, t *metav1.Time) string {

@@ -185,3 +185,34 @@ func TestDescribeWithoutStatusOrScale(t *testing.T) {
 		}
 	}
 }
+
+// TestDescribeWaking: a wake in progress shows its phase, the time since
+// the scale write, what it waits for and the pod.
+func TestDescribeWaking(t *testing.T) {
+	es := testES(func(es *elastiv1alpha1.ElastiService) {
+		es.Status.Mode = elastiv1alpha1.ModeProxy
+		es.Status.WakeProgress = &elastiv1alpha1.WakeProgress{
+			Phase: elastiv1alpha1.WakePhaseStarting, Message: "container demoapp not ready", Pod: "demoapp-7d9f8-abcde",
+			StartTime: *timeAgo(12 * time.Second), PhaseTime: *timeAgo(3 * time.Second),
+		}
+	})
+	var b bytes.Buffer
+	if err := describe(&b, es, scaleReading{current: 0, desired: 1}, testNow); err != nil {
+		t.Fatal(err)
+	}
+	want := "Mode:            proxy\nWaking:          Starting (12s) — container demoapp not ready; pod demoapp-7d9f8-abcde\n"
+	if !strings.Contains(b.String(), want) {
+		t.Errorf("output lacks %q:\n%s", want, b.String())
+	}
+	if got := wakingLine(elastiv1alpha1.WakeProgress{Phase: elastiv1alpha1.WakePhaseScaling, StartTime: *timeAgo(-time.Second)}, testNow); got != "Scaling (0s)" {
+		t.Errorf("a start ahead of the local clock reads %q", got)
+	}
+	es.Status.WakeProgress = nil
+	b.Reset()
+	if err := describe(&b, es, scaleReading{current: 0, desired: 0}, testNow); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(b.String(), "Waking:") {
+		t.Errorf("a Waking line without a wake:\n%s", b.String())
+	}
+}

@@ -105,8 +105,9 @@ func fallbackVerdict(f fallbackObserved, now time.Time) (status metav1.Condition
 
 // observeFallback reads what fallbackVerdict needs, and only while a wake
 // with a fallback is in progress: the fallback Service and its slices from
-// the cache, the target's pods live.
-func (r *Reconciler) observeFallback(ctx context.Context, es *elastiv1alpha1.ElastiService, svc *corev1.Service, o observed) (fallbackObserved, error) {
+// the cache. pods are the target's, which observe listed live for the wake
+// in progress (wakingPods); nil when none was.
+func (r *Reconciler) observeFallback(ctx context.Context, es *elastiv1alpha1.ElastiService, o observed, pods []corev1.Pod) (fallbackObserved, error) {
 	p := es.Spec.Proxy
 	if p == nil || p.Fallback == nil {
 		return fallbackObserved{}, nil
@@ -118,7 +119,9 @@ func (r *Reconciler) observeFallback(ctx context.Context, es *elastiv1alpha1.Ela
 	f := fallbackObserved{after: after, service: p.Fallback.Service}
 	key := client.ObjectKeyFromObject(es)
 	f.refused = r.refusedWakes.get(key)
-	f.waking = es.Status.Mode == elastiv1alpha1.ModeProxy && !o.ownReady && (o.replicas > 0 || f.refused != "")
+	// A wake in progress, or one whose scale write was refused while the
+	// resolvers hold the traffic.
+	f.waking = wakeInProgress(es, o) || (f.refused != "" && es.Status.Mode == elastiv1alpha1.ModeProxy && !o.ownReady)
 	if !f.waking {
 		return f, nil
 	}
@@ -139,13 +142,7 @@ func (r *Reconciler) observeFallback(ctx context.Context, es *elastiv1alpha1.Ela
 	default:
 		return f, fmt.Errorf("get fallback Service %s/%s: %w", es.Namespace, p.Fallback.Service, err)
 	}
-	if svc != nil && len(svc.Spec.Selector) > 0 && r.pods != nil && o.replicas > 0 {
-		pods := &corev1.PodList{}
-		if err := r.pods.List(ctx, pods, client.InNamespace(es.Namespace), client.MatchingLabels(svc.Spec.Selector)); err != nil {
-			return f, fmt.Errorf("list the pods of Service %s/%s: %w", es.Namespace, es.Spec.Service, err)
-		}
-		f.unschedulable = unschedulable(pods.Items)
-	}
+	f.unschedulable = unschedulable(pods)
 	return f, nil
 }
 
@@ -236,7 +233,7 @@ func scaleRefusal(err error) bool {
 func (r *Reconciler) reportRefusedWake(ctx context.Context, es *elastiv1alpha1.ElastiService, o observed, err error) error {
 	key := client.ObjectKeyFromObject(es)
 	r.refusedWakes.set(key, err.Error())
-	f, ferr := r.observeFallback(ctx, es, nil, o)
+	f, ferr := r.observeFallback(ctx, es, o, nil)
 	if ferr != nil || f.after <= 0 {
 		return ferr
 	}

@@ -33,12 +33,12 @@ func (r *Reconciler) observeLedger(ctx context.Context, es *elastiv1alpha1.Elast
 	if len(sel) == 0 && o.serviceFound {
 		sel = svc.Spec.Selector
 	}
-	if len(sel) == 0 || r.pods == nil {
+	if len(sel) == 0 || r.live == nil {
 		lo.missing = "the target's pods cannot be told apart: neither its pod template nor the Service has labels to select them"
 		return lo
 	}
 	pods := &corev1.PodList{}
-	if err := r.pods.List(ctx, pods, client.InNamespace(es.Namespace), client.MatchingLabels(sel)); err != nil {
+	if err := r.live.List(ctx, pods, client.InNamespace(es.Namespace), client.MatchingLabels(sel)); err != nil {
 		lo.missing = fmt.Sprintf("cannot list the target's pods (%s): %v", labels.Set(sel), err)
 		return lo
 	}

@@ -97,6 +97,9 @@ type observed struct {
 
 	// fallback is what the FallbackActive condition needs (fallback.go).
 	fallback fallbackObserved
+
+	// wake is what status.wakeProgress needs (wakeprogress.go).
+	wake wakeObserved
 }
 
 // plan is what a reconcile does, in DESIGN.md's order.
@@ -139,6 +142,11 @@ func decide(o observed) plan {
 	// A wake with a fallback comes back for its deadline, and to look at
 	// the target's pods, which are not watched.
 	if _, _, _, recheck, _ := fallbackVerdict(o.fallback, o.now); recheck > 0 {
+		p.requeueAfter = earliestRequeue(p.requeueAfter, recheck)
+	}
+	// A wake from zero comes back to read its pods again until one is
+	// Ready: they are not watched, and an image pull changes none of them.
+	if recheck := wakeRecheck(o.wake, p); recheck > 0 {
 		p.requeueAfter = earliestRequeue(p.requeueAfter, recheck)
 	}
 	return p

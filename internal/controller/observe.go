@@ -112,9 +112,14 @@ func (r *Reconciler) observe(ctx context.Context, es *elastiv1alpha1.ElastiServi
 		return o, l, err
 	}
 	o.ledger = r.observeLedger(ctx, es, svc, o)
-	if o.fallback, err = r.observeFallback(ctx, es, svc, o); err != nil {
+	pods, podsListed, err := r.wakingPods(ctx, es, svc, o)
+	if err != nil {
 		return o, l, err
 	}
+	if o.fallback, err = r.observeFallback(ctx, es, o, pods); err != nil {
+		return o, l, err
+	}
+	o.wake = r.observeWake(ctx, es, o, pods, podsListed)
 
 	o.phase = currentPhase(es.Status, o.replicas)
 	o.sleep = sleepgate.Evaluate(gateView(es, hold.custody), o.now)

@@ -11,7 +11,10 @@ package controller
 //
 // Pods are listed, live and never watched, in the targets' namespaces: once
 // per wake from zero, to read the woken pod's phases for status.ledger
-// (ledger_observe.go).
+// (ledger_observe.go), and every second while a wake is in progress, for
+// status.wakeProgress and the fallback. The Events of a woken pod that may
+// be pulling an image are listed the same way, by field selector
+// (wakeprogress_observe.go); none is watched or cached.
 //
 // There is no Secret rule: a trigger's authSecretRef is read only if the
 // namespace owner grants the operator get on that one Secret by name.
@@ -25,7 +28,7 @@ package controller
 // +kubebuilder:rbac:groups="",resources=pods,verbs=list
 // +kubebuilder:rbac:groups=coordination.k8s.io,resources=leases,verbs=get;list;watch;create;update;patch;delete,namespace=elasti-system
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
-// +kubebuilder:rbac:groups="",resources=events,verbs=create;patch
+// +kubebuilder:rbac:groups="",resources=events,verbs=create;patch;get;list
 // +kubebuilder:rbac:groups=apps,resources=deployments;statefulsets;replicasets,verbs=get;list;watch
 // +kubebuilder:rbac:groups=apps,resources=deployments/scale;statefulsets/scale;replicasets/scale,verbs=get;update;patch
 // +kubebuilder:rbac:groups=argoproj.io,resources=rollouts,verbs=get;list;watch

@@ -41,9 +41,11 @@ type Reconciler struct {
 	// templates reads the targets' pod-template labels, to check that the
 	// Service selects the target's pods.
 	templates *podTemplates
-	// pods reads the woken target's pods, live, for status.ledger
-	// (ledger_observe.go): the cache holds only resolver pods.
-	pods client.Reader
+	// live reads, uncached, what the cache does not hold: the woken
+	// target's pods, for status.ledger (ledger_observe.go), the fallback
+	// (fallback.go) and status.wakeProgress (wakeprogress_observe.go), and
+	// those pods' Events. The cache holds only resolver pods, and no Event.
+	live client.Reader
 	// refusedWakes remembers wakes whose scale write was refused, for the
 	// FallbackActive condition (fallback.go).
 	refusedWakes refusedWakes

@@ -319,6 +319,7 @@ func (r *Reconciler) standDown(ctx context.Context, es *elastiv1alpha1.ElastiSer
 	st.ObservedGeneration = es.Generation
 	st.Mode = elastiv1alpha1.ModeServe
 	st.ProxyPorts = nil
+	st.WakeProgress = nil
 	meta.SetStatusCondition(&st.Conditions, metav1.Condition{
 		Type: elastiv1alpha1.ConditionReady, Status: metav1.ConditionFalse, Reason: reason, Message: msg,
 		ObservedGeneration: es.Generation, LastTransitionTime: now,

@@ -153,7 +153,7 @@ func Setup(ctx context.Context, mgr ctrl.Manager, cfg Config, deps Deps) (*Waker
 		namespaced: len(cfg.WatchNamespaces) > 0, watched: map[schema.GroupVersionKind]time.Time{},
 	}
 	r.templates = &podTemplates{live: live, targets: r.targets}
-	r.pods = live
+	r.live = live
 	return &Waker{Reader: live, Cache: mgr.GetCache(), Writer: mgr.GetClient(), Elected: mgr.Elected(), Timeout: cfg.WakeTimeout, wakes: r.wakes}, nil
 }
 

@@ -183,6 +183,7 @@ func desiredStatus(es *elastiv1alpha1.ElastiService, o observed, p plan, fx effe
 	}
 	setFallbackCondition(&st, es, o.fallback, o.now)
 	st.Ledger = nextLedger(es, st, o)
+	st.WakeProgress = nextWakeProgress(es.Status.WakeProgress, st, o.wake, p, o.now)
 	return st
 }
 
@@ -209,13 +210,19 @@ func (r *Reconciler) writeStatus(ctx context.Context, es *elastiv1alpha1.ElastiS
 	}
 	r.announceFallback(es, es.Status.Conditions, st.Conditions)
 	stamp(&st, o.now)
-	prevLedger := es.Status.Ledger
+	prevLedger, prevProgress := es.Status.Ledger, es.Status.WakeProgress
 	es.Status = st
 	if err := r.client.Status().Update(ctx, es); err != nil {
 		return fmt.Errorf("update status of ElastiService %s/%s: %w", es.Namespace, es.Name, err)
 	}
 	recordLedger(es.Namespace, es.Name, prevLedger, st.Ledger)
-	ctrl.LoggerFrom(ctx).V(1).Info("status updated", "elastiservice", klog.KObj(es), "mode", st.Mode)
+	log := ctrl.LoggerFrom(ctx)
+	// A phase change is logged, not announced: an Event per phase of every
+	// wake would drown the others.
+	if wp := st.WakeProgress; wp != nil && (prevProgress == nil || prevProgress.Phase != wp.Phase) {
+		log.V(1).Info("wake progress", "elastiservice", klog.KObj(es), "phase", wp.Phase, "pod", wp.Pod, "message", wp.Message)
+	}
+	log.V(1).Info("status updated", "elastiservice", klog.KObj(es), "mode", st.Mode)
 	return nil
 }
 

@@ -7,12 +7,14 @@ import (
 
 // route is the one value an L7 request carries through its context: where
 // its port leads and, once the hold has let it through, how long the dial
-// that follows may take. The context is the only channel that reaches from
-// the http.Server's per-connection hook, through the handler chain, into
-// the Transport's dial, which is why this lives there and nowhere else.
+// that follows may take and whether the request lived a cold start. The
+// context is the only channel that reaches from the http.Server's
+// per-connection hook, through the handler chain, into the Transport's
+// dial, which is why this lives there and nowhere else.
 //
 // The server sets it per connection from the mappedConn (newServer);
-// holdUntilReady adds the dial bounds per request; the dialer reads them.
+// holdUntilReady adds the dial bounds and the cold start per request; the
+// dialer reads the bounds, and forward the cold start.
 type route struct {
 	// target is what the connection's port maps to; zero when unmapped.
 	target Target
@@ -30,6 +32,10 @@ type route struct {
 	// done is the request's cancellation. The Transport detaches dials from
 	// the request's context, so the dial watches it explicitly.
 	done <-chan struct{}
+	// coldStart says the request was held until its target woke, for
+	// waited; its answer then carries HeaderColdStart.
+	coldStart bool
+	waited    time.Duration
 }
 
 type routeKey struct{}

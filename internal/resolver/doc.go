@@ -20,6 +20,10 @@
 //   - staticresponse.go: requests that a rule of spec.proxy.staticResponses
 //     matches (health checks, uptime monitors) are answered there, before
 //     the hold: they never wake the target nor count as traffic;
+//   - wakingpage.go: with spec.proxy.wakingPage, a browser's page load
+//     while the target has no ready endpoint is answered there with a page
+//     that reloads itself (wakingpagehtml.go; accept.go reads the Accept
+//     header); it wakes the target like a held request, but is not held;
 //   - holdqueue.go: holding, shared by both layers: the per-ElastiService
 //     HoldQueue bound and the event-driven wait for a ready endpoint
 //     (Endpoints, endpoints.go), which starts activation (waker.go) and
@@ -28,7 +32,8 @@
 //     to the operator instead (traffic.go), throttled and asynchronous;
 //     heldbody.go (HTTP/1.x bodies) and heldConn in tcp.go read ahead,
 //     bounded, because reading is how a departure shows;
-//   - proxy.go (L7) and tcp.go (L4): forwarding once released, both dialing
+//   - proxy.go (L7) and tcp.go (L4): forwarding once released (an L7
+//     answer after a cold start says how long it took), both dialing
 //     through the dialer (dialer.go), which picks a ready endpoint and
 //     retries refused dials.
 //

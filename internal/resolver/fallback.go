@@ -93,11 +93,17 @@ func (r *Resolver) inFallback(t Target) bool {
 // request is counted under reason. A fallback without one is not used: the
 // request stays held rather than being sent nowhere.
 func (r *Resolver) toFallback(t Target, reason string) (Target, bool) {
-	if t.Fallback == nil || len(r.endpoints.Ready(t.Fallback.Service, t.PortName)) == 0 {
+	if !r.fallbackReady(t) {
 		return t, false
 	}
 	dest := t
 	dest.Service = t.Fallback.Service
 	r.metrics.Fallback.WithLabelValues(t.ElastiService.Namespace, t.ElastiService.Name, reason).Inc()
 	return dest, true
+}
+
+// fallbackReady says whether t has a fallback Service with a ready endpoint
+// for t's port name: the only fallback a request is ever sent to.
+func (r *Resolver) fallbackReady(t Target) bool {
+	return t.Fallback != nil && len(r.endpoints.Ready(t.Fallback.Service, t.PortName)) > 0
 }

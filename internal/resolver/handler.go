@@ -46,15 +46,22 @@ func (r *Resolver) newServer() *http.Server {
 //  3. answerStatic - answers a request that a static response rule of the
 //     ElastiService matches, without holding, waking or reporting it; see
 //     staticresponse.go;
-//  4. holdUntilReady - holds while the Target has no ready endpoint and
+//  4. answerWakingPage - with spec.proxy.wakingPage, answers a browser's
+//     page load at once with a page that reloads itself while the Target
+//     has no ready endpoint; it wakes the Target as a held request does,
+//     but is not held; see wakingpage.go;
+//  5. holdUntilReady - holds while the Target has no ready endpoint and
 //     starts activation; 503 when the hold queue is full, 504 on timeout;
 //     with spec.proxy.fallback, points the request at the fallback Service
 //     when the target does not come up in time (fallback.go);
-//  5. r.forward - reverse-proxies to a ready pod and asks the client to
-//     reconnect (Connection: close, or GOAWAY on HTTP/2); see proxy.go.
+//  6. r.forward - reverse-proxies to a ready pod and asks the client to
+//     reconnect (Connection: close, or GOAWAY on HTTP/2); an answer to a
+//     request that waited for its Target to wake says how long, in
+//     Elasti-Cold-Start; see proxy.go.
 func (r *Resolver) httpHandler() http.Handler {
 	h := http.Handler(http.HandlerFunc(r.forward))
 	h = r.holdUntilReady(h)
+	h = r.answerWakingPage(h)
 	h = r.answerStatic(h)
 	h = r.requireMapping(h)
 	h = recoverPanics(r, h)
@@ -129,7 +136,7 @@ func (r *Resolver) holdUntilReady(next http.Handler) http.Handler {
 				return body.watch()
 			}
 		}
-		deadline, dest, err := r.hold(req.Context(), t, watch)
+		end, err := r.hold(req.Context(), t, watch)
 		if body != nil {
 			if err == nil {
 				err = body.release()
@@ -178,8 +185,9 @@ func (r *Resolver) holdUntilReady(next http.Handler) http.Handler {
 		// echo uploads): without this, net/http may cut the request body
 		// once the response starts. HTTP/2 is full duplex already.
 		_ = http.NewResponseController(w).EnableFullDuplex()
-		// dest is t, or t pointed at its fallback Service.
-		rt.target, rt.released, rt.deadline, rt.done = dest, true, deadline, req.Context().Done()
+		// end.dest is t, or t pointed at its fallback Service.
+		rt.target, rt.released, rt.deadline, rt.done = end.dest, true, end.deadline, req.Context().Done()
+		rt.coldStart, rt.waited = end.coldStart, end.waited
 		next.ServeHTTP(w, req.WithContext(withRoute(req.Context(), rt)))
 	})
 }

@@ -85,6 +85,18 @@ func (q *HoldQueue) Held(key types.NamespacedName) int {
 // that the client left.
 type watchFunc func() <-chan error
 
+// holdEnd is how a hold let a request or connection through.
+type holdEnd struct {
+	// deadline bounds the dial that follows.
+	deadline time.Time
+	// dest is t, or t pointed at its fallback Service.
+	dest Target
+	// coldStart says it waited for t to wake and goes to t: it lived a
+	// cold start, which lasted waited (on the injected clock).
+	coldStart bool
+	waited    time.Duration
+}
+
 // hold returns once t has a ready endpoint, at once if it already has one;
 // traffic let through at once is reported to the operator (traffic.go),
 // without waiting for the report. Otherwise it takes a slot in t's hold
@@ -92,33 +104,35 @@ type watchFunc func() <-chan error
 // and waits for endpoint events until the hold timeout, the caller's
 // cancellation, what watch reports or the resolver's stop. A request that
 // goes through at once is never watched, so the normal path streams as it
-// did. The returned deadline bounds the dial that follows.
+// did. The returned end says where the request goes and how long its dial
+// may take; it is meaningful only without an error.
 //
-// With spec.proxy.fallback, dest is where the request goes: t itself, or t
+// With spec.proxy.fallback, end.dest is where the request goes: t itself, or t
 // pointed at the fallback Service (fallback.go) once the hold has lasted
 // fallback.after, or at once while the ElastiService is in fallback. The
 // fallback is used only while it has a ready endpoint; until then the
 // request stays held. The target wins whenever it has a ready endpoint.
-func (r *Resolver) hold(ctx context.Context, t Target, watch watchFunc) (deadline time.Time, dest Target, err error) {
+func (r *Resolver) hold(ctx context.Context, t Target, watch watchFunc) (end holdEnd, err error) {
 	timeout := t.HoldTimeout
 	if timeout <= 0 {
 		timeout = r.opts.HoldTimeout
 	}
 	start := r.opts.Clock.Now()
 	// The deadline only bounds network dials, which run on the wall clock.
-	deadline = time.Now().Add(timeout)
+	end = holdEnd{deadline: time.Now().Add(timeout), dest: t}
 	if len(r.endpoints.Ready(t.Service, t.PortName)) > 0 {
 		// The operator only hears of traffic through activation calls, and
 		// a scale-down in its grace period must be called off by it.
 		r.traffic.seen(r.stopCtx, t)
-		return deadline, t, nil
+		return end, nil
 	}
 	if r.inFallback(t) {
 		if dest, ok := r.toFallback(t, FallbackActive); ok {
 			// The wake must go on while the fallback serves: the report is
 			// an activation call.
 			r.traffic.seen(r.stopCtx, t)
-			return deadline, dest, nil
+			end.dest = dest
+			return end, nil
 		}
 	}
 	limit := t.MaxHeld
@@ -128,7 +142,7 @@ func (r *Resolver) hold(ctx context.Context, t Target, watch watchFunc) (deadlin
 	leave, err := r.holds.Enter(t.ElastiService, limit)
 	if err != nil {
 		r.metrics.reject(t.ElastiService, ReasonQueueFull)
-		return deadline, t, err
+		return end, err
 	}
 	defer leave()
 	labels := []string{t.ElastiService.Namespace, t.ElastiService.Name}
@@ -136,10 +150,11 @@ func (r *Resolver) hold(ctx context.Context, t Target, watch watchFunc) (deadlin
 	held.Inc()
 	defer held.Dec()
 	defer func() {
-		d := r.opts.Clock.Since(start).Seconds()
-		r.metrics.HoldDuration.WithLabelValues(labels...).Observe(d)
-		if err == nil && dest.Service == t.Service {
-			r.metrics.ColdStart.WithLabelValues(labels...).Observe(d)
+		d := r.opts.Clock.Since(start)
+		r.metrics.HoldDuration.WithLabelValues(labels...).Observe(d.Seconds())
+		if err == nil && end.dest.Service == t.Service {
+			r.metrics.ColdStart.WithLabelValues(labels...).Observe(d.Seconds())
+			end.coldStart, end.waited = true, d
 		}
 	}()
 	r.waker.ensure(r.stopCtx, t)
@@ -170,7 +185,7 @@ func (r *Resolver) hold(ctx context.Context, t Target, watch watchFunc) (deadlin
 			_, said = r.ports.fallbackSaid(t.ElastiService)
 		}
 		if len(r.endpoints.Ready(t.Service, t.PortName)) > 0 {
-			return deadline, t, nil
+			return end, nil
 		}
 		if passed || r.inFallback(t) {
 			reason := FallbackActive
@@ -181,7 +196,8 @@ func (r *Resolver) hold(ctx context.Context, t Target, watch watchFunc) (deadlin
 				if passed {
 					r.fallbacks.set(t.ElastiService, r.endpoints.ReadyEpoch(t.Service))
 				}
-				return deadline, dest, nil
+				end.dest = dest
+				return end, nil
 			}
 		}
 		select {
@@ -192,16 +208,16 @@ func (r *Resolver) hold(ctx context.Context, t Target, watch watchFunc) (deadlin
 			passed, afterC = true, nil
 		case <-timer.C():
 			r.metrics.TimedOut.WithLabelValues(labels...).Inc()
-			return deadline, t, ErrHoldTimeout
+			return end, ErrHoldTimeout
 		case <-ctx.Done():
-			return deadline, t, fmt.Errorf("%w: %w", ErrClientGone, context.Cause(ctx))
+			return end, fmt.Errorf("%w: %w", ErrClientGone, context.Cause(ctx))
 		case err := <-watched:
 			if errors.Is(err, ErrReadAheadFull) {
 				r.metrics.reject(t.ElastiService, ReasonReadAheadFull)
 			}
-			return deadline, t, err
+			return end, err
 		case <-r.stopCtx.Done():
-			return deadline, t, ErrStopping
+			return end, ErrStopping
 		}
 	}
 }

@@ -30,8 +30,11 @@ type WatchOptions struct {
 }
 
 // Watch starts the informers that feed ports and endpoints, until ctx ends:
-//   - one on ElastiServices (status.mode, status.proxyPorts, spec.proxy), in
-//     opts.Namespaces or all namespaces, into ports;
+//   - one on ElastiServices (status.mode, status.proxyPorts, spec.proxy,
+//     the FallbackActive condition, status.wakeProgress), in
+//     opts.Namespaces or all namespaces, into ports. Every add and update
+//     is handed on whole, status-only ones included: a wake's progress
+//     reaches the waking page without a change to the spec;
 //   - one per Service ports has a port of, on that Service's own
 //     EndpointSlices, into endpoints (sliceWatches, slicewatch.go).
 //

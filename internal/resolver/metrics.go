@@ -60,8 +60,11 @@ type Metrics struct {
 	StaticResponses *prometheus.CounterVec
 	// Fallback counts requests and connections sent to the
 	// spec.proxy.fallback Service, by reason (the Fallback* constants).
-	Fallback  *prometheus.CounterVec
-	Listeners prometheus.Gauge
+	Fallback *prometheus.CounterVec
+	// WakingPages counts the waking pages sent (spec.proxy.wakingPage), by
+	// the wake phase they showed: one of the five of the API.
+	WakingPages *prometheus.CounterVec
+	Listeners   prometheus.Gauge
 }
 
 var esLabels = []string{"namespace", "elastiservice"}
@@ -108,13 +111,17 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "elasti_resolver_fallback_total",
 			Help: "Requests and connections sent to the spec.proxy.fallback Service instead of the target, by reason.",
 		}, append(esLabels, "reason")),
+		WakingPages: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "elasti_resolver_waking_pages_total",
+			Help: "Browser page loads answered with the waking page while the target woke, by the wake phase shown; each also wakes the target.",
+		}, append(esLabels, "phase")),
 		Listeners: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "elasti_resolver_open_listeners",
 			Help: "Pre-opened resolver ports currently listening.",
 		}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.Held, m.HoldDuration, m.ColdStart, m.Forwarded, m.Rejected, m.TimedOut, m.Activations, m.StaticResponses, m.Fallback, m.Listeners)
+		reg.MustRegister(m.Held, m.HoldDuration, m.ColdStart, m.Forwarded, m.Rejected, m.TimedOut, m.Activations, m.StaticResponses, m.Fallback, m.WakingPages, m.Listeners)
 	}
 	return m
 }
@@ -125,7 +132,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 func (m *Metrics) forget(es types.NamespacedName) {
 	labels := prometheus.Labels{"namespace": es.Namespace, "elastiservice": es.Name}
 	for _, vec := range []interface{ DeletePartialMatch(prometheus.Labels) int }{
-		m.Held, m.HoldDuration, m.ColdStart, m.Forwarded, m.Rejected, m.TimedOut, m.Activations, m.StaticResponses, m.Fallback,
+		m.Held, m.HoldDuration, m.ColdStart, m.Forwarded, m.Rejected, m.TimedOut, m.Activations, m.StaticResponses, m.Fallback, m.WakingPages,
 	} {
 		vec.DeletePartialMatch(labels)
 	}

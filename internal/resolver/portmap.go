@@ -62,6 +62,10 @@ type PortMap struct {
 	// fallbackOn holds the ElastiServices whose FallbackActive condition
 	// is True: the operator says their wake failed or took too long.
 	fallbackOn map[types.NamespacedName]bool
+	// progress holds status.wakeProgress of the ElastiServices that have a
+	// waking page. It changes at every phase of a wake, so it is read per
+	// request here rather than built into their Targets.
+	progress map[types.NamespacedName]elastiv1alpha1.WakeProgress
 	// changed is closed and replaced on every update so that connections
 	// waiting for a mapping, and the EndpointSlice watches, wake without
 	// polling.
@@ -76,6 +80,7 @@ func NewPortMap() *PortMap {
 		released:   map[int32]releasedTarget{},
 		deleted:    map[types.NamespacedName]bool{},
 		fallbackOn: map[types.NamespacedName]bool{},
+		progress:   map[types.NamespacedName]elastiv1alpha1.WakeProgress{},
 		clock:      clock.RealClock{},
 		changed:    make(chan struct{}),
 	}
@@ -118,6 +123,7 @@ func TargetsOf(es *elastiv1alpha1.ElastiService) map[int32]Target {
 	var hold time.Duration
 	var maxHeld int
 	var static *StaticRules
+	var page *WakingPage
 	fallback := fallbackOf(es)
 	if p := es.Spec.Proxy; p != nil {
 		if d, err := time.ParseDuration(p.HoldTimeout); err == nil && d > 0 {
@@ -125,6 +131,7 @@ func TargetsOf(es *elastiv1alpha1.ElastiService) map[int32]Target {
 		}
 		maxHeld = int(p.MaxHeldRequests)
 		static = newStaticRules(p.StaticResponses)
+		page = newWakingPage(p.WakingPage)
 	}
 	for _, pp := range es.Status.ProxyPorts {
 		if pp.ResolverPort <= 0 || !contract.ResolverCarries(corev1.Protocol(pp.Protocol)) {
@@ -140,6 +147,7 @@ func TargetsOf(es *elastiv1alpha1.ElastiService) map[int32]Target {
 			MaxHeld:       maxHeld,
 			Static:        static,
 			Fallback:      fallback,
+			WakingPage:    page,
 		}
 	}
 	return out
@@ -160,6 +168,11 @@ func (m *PortMap) Set(es *elastiv1alpha1.ElastiService) {
 	} else {
 		delete(m.fallbackOn, key)
 	}
+	if p := es.Status.WakeProgress; p != nil && es.Spec.Proxy != nil && es.Spec.Proxy.WakingPage != nil {
+		m.progress[key] = *p // only values: a copy shares nothing with the informer's object
+	} else {
+		delete(m.progress, key)
+	}
 	ports := make([]int32, 0, len(targets))
 	for port, t := range targets {
 		m.claims[port] = append(m.claims[port], t)
@@ -179,6 +192,7 @@ func (m *PortMap) Delete(key types.NamespacedName) {
 	m.removeLocked(key)
 	m.deleted[key] = true
 	delete(m.fallbackOn, key)
+	delete(m.progress, key)
 	gone, forget := m.forgottenLocked()
 	m.scheduleLocked()
 	m.notifyLocked()
@@ -331,6 +345,15 @@ func (m *PortMap) fallbackSaid(key types.NamespacedName) (bool, <-chan struct{})
 	m.mu.RLock()
 	defer m.mu.RUnlock()
 	return m.fallbackOn[key], m.changed
+}
+
+// wakeProgress returns key's status.wakeProgress, if it has a waking page
+// and the operator has set one.
+func (m *PortMap) wakeProgress(key types.NamespacedName) (elastiv1alpha1.WakeProgress, bool) {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	p, ok := m.progress[key]
+	return p, ok
 }
 
 // services returns the Services that have a port claimed or lingering (the

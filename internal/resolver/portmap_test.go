@@ -72,6 +72,16 @@ func TestTargetsOf(t *testing.T) {
 			},
 		},
 		{
+			name: "the waking page is carried, shared by the ports, its default applied",
+			in: elastiService("demo", "web", "websvc", &elastiv1alpha1.ProxySpec{WakingPage: &elastiv1alpha1.WakingPage{HTML: "<p>{{phase}}</p>"}},
+				elastiv1alpha1.ProxyPort{Name: "http", Port: 80, ResolverPort: 20010},
+				elastiv1alpha1.ProxyPort{Name: "admin", Port: 81, ResolverPort: 20011}),
+			want: map[int32]Target{
+				20010: {ElastiService: es, Service: svc, PortName: "http", Port: 80, WakingPage: &WakingPage{Refresh: 2, HTML: "<p>{{phase}}</p>"}},
+				20011: {ElastiService: es, Service: svc, PortName: "admin", Port: 81, WakingPage: &WakingPage{Refresh: 2, HTML: "<p>{{phase}}</p>"}},
+			},
+		},
+		{
 			name: "a bad hold timeout falls back to the default",
 			in: elastiService("demo", "web", "websvc", &elastiv1alpha1.ProxySpec{HoldTimeout: "soon"},
 				elastiv1alpha1.ProxyPort{Port: 80, ResolverPort: 20004}),

@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httputil"
+	"strconv"
 	"time"
 )
 
@@ -76,13 +77,30 @@ func (r *Resolver) forward(w http.ResponseWriter, req *http.Request) {
 			host = addr
 		}
 	}
-	r.reverseProxy(rt.target, transport, host).ServeHTTP(w, req)
+	coldStart := ""
+	if rt.coldStart {
+		coldStart = formatColdStart(rt.waited)
+	}
+	r.reverseProxy(rt.target, transport, host, coldStart).ServeHTTP(w, req)
 }
 
-// reverseProxy forwards to t through transport, under the pool key host.
-// It is cheap to build: the pools live in transport, and the proxy itself
-// holds no state.
-func (r *Resolver) reverseProxy(t Target, transport http.RoundTripper, host string) *httputil.ReverseProxy {
+// HeaderColdStart is set on the answer to a request that was held until its
+// target woke, to how long it was held: API clients can tell a slow answer
+// from a cold start. Requests forwarded at once, and those sent to a
+// fallback Service, do not get it.
+const HeaderColdStart = "Elasti-Cold-Start"
+
+// formatColdStart writes d in seconds with milliseconds, such as "1.234s"
+// or "0.080s": one shape for every value, which Go's time.ParseDuration
+// also reads.
+func formatColdStart(d time.Duration) string {
+	return strconv.FormatFloat(d.Round(time.Millisecond).Seconds(), 'f', 3, 64) + "s"
+}
+
+// reverseProxy forwards to t through transport, under the pool key host;
+// coldStart, unless empty, is the answer's HeaderColdStart. It is cheap to
+// build: the pools live in transport, and the proxy itself holds no state.
+func (r *Resolver) reverseProxy(t Target, transport http.RoundTripper, host, coldStart string) *httputil.ReverseProxy {
 	es := t.ElastiService
 	return &httputil.ReverseProxy{
 		Rewrite: func(pr *httputil.ProxyRequest) {
@@ -122,6 +140,12 @@ func (r *Resolver) reverseProxy(t Target, transport http.RoundTripper, host stri
 			// "Connection: Upgrade".
 			if res.StatusCode != http.StatusSwitchingProtocols {
 				res.Header.Set("Connection", "close")
+			}
+			// An extra response header is harmless to every protocol the
+			// path carries: a WebSocket 101, gRPC (it is metadata, and a
+			// trailers-only answer stays one HEADERS frame) and SSE.
+			if coldStart != "" {
+				res.Header.Set(HeaderColdStart, coldStart)
 			}
 			return nil
 		},

@@ -26,8 +26,11 @@ type Resolver struct {
 	waker     *waker
 	traffic   *trafficReporter
 	fallbacks fallbackEpochs
-	dialer    *dialer
-	metrics   *Metrics
+	// pageStarts times the waking pages of a wake the operator has not
+	// reported a start time for (wakingpage.go).
+	pageStarts pageStarts
+	dialer     *dialer
+	metrics    *Metrics
 
 	listeners *listenerSet
 	httpConns *connListener
@@ -56,7 +59,6 @@ func New(ports *PortMap, endpoints *Endpoints, opts Options) (*Resolver, error) 
 		return nil, fmt.Errorf("resolver options: %w", err)
 	}
 	ports.SetLinger(opts.ReleasedPortLinger, opts.Clock)
-	ports.setForget(opts.Metrics.forget)
 	r := &Resolver{
 		opts:      opts,
 		ports:     ports,
@@ -65,6 +67,10 @@ func New(ports *PortMap, endpoints *Endpoints, opts Options) (*Resolver, error) 
 		metrics:   opts.Metrics,
 		httpConns: newConnListener(),
 	}
+	ports.setForget(func(es types.NamespacedName) {
+		opts.Metrics.forget(es)
+		r.pageStarts.forget(es)
+	})
 	r.stopCtx, r.stop = context.WithCancel(context.Background())
 	r.dialer = &dialer{
 		endpoints:      endpoints,

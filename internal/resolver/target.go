@@ -30,6 +30,10 @@ type Target struct {
 	Static *StaticRules
 	// Fallback is spec.proxy.fallback; nil when there is none.
 	Fallback *FallbackRoute
+	// WakingPage holds spec.proxy.wakingPage; nil when there is none. The
+	// wake's progress, which changes far more often, is read from the
+	// PortMap per request.
+	WakingPage *WakingPage
 }
 
 // Layer says how a port's traffic is handled.

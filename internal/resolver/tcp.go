@@ -99,7 +99,7 @@ func (r *Resolver) serveTCP(c net.Conn, t Target) {
 	defer c.Close()
 	log := r.opts.Log.WithValues("elastiservice", t.ElastiService.String())
 	h := watchHeld(c, r.opts.ReadAheadBytes)
-	deadline, dest, err := r.hold(r.stopCtx, t, h.watch)
+	end, err := r.hold(r.stopCtx, t, h.watch)
 	pending, werr := h.stopWatching()
 	if err == nil && errors.Is(werr, ErrClientGone) {
 		// Gone as the hold let it through: still never forwarded.
@@ -112,8 +112,8 @@ func (r *Resolver) serveTCP(c net.Conn, t Target) {
 		log.V(1).Info("TCP connection not forwarded", "reason", err.Error())
 		return
 	}
-	dctx, dcancel := context.WithDeadline(r.stopCtx, deadline)
-	up, err := r.dialer.dial(dctx, dest, "")
+	dctx, dcancel := context.WithDeadline(r.stopCtx, end.deadline)
+	up, err := r.dialer.dial(dctx, end.dest, "")
 	dcancel()
 	if err != nil {
 		r.metrics.reject(t.ElastiService, ReasonDialFailed)

@@ -56,8 +56,11 @@ type waker struct {
 }
 
 // ensure starts the activation loop for t's ElastiService unless one runs.
-// Call it after the request took its hold slot, so that a loop deciding to
-// stop cannot miss this request.
+// A held request calls it after it took its hold slot, so that a loop
+// deciding to stop cannot miss it. A waking page (wakingpage.go) calls it
+// without a slot: a loop it starts makes its first call at once (run), and
+// a loop already running has called within the refresh interval; the
+// page's next reload calls ensure again.
 func (w *waker) ensure(ctx context.Context, t Target) {
 	if w.activator == nil {
 		return
@@ -90,7 +93,8 @@ func (w *waker) run(ctx context.Context, t Target) {
 	// started for a request held while no endpoint was ready, and one that
 	// already left the queue may still want the target, such as an upload
 	// refused at once for passing the read-ahead bound, whose client
-	// retries after Retry-After.
+	// retries after Retry-After, or a browser shown the waking page, which
+	// is never held at all.
 	for first := true; first || w.stillNeeded(t); first = false {
 		// Taken before the call, so that the target turning ready during
 		// the call still ends this loop; otherwise a later sleep would find
