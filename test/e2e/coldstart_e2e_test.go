@@ -6,6 +6,7 @@ import (
 	"bufio"
 	"context"
 	"crypto/sha256"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -370,8 +371,10 @@ func TestFallbackWhenUnschedulable(t *testing.T) {
 		if c := Condition(es, elastiv1alpha1.ConditionFallbackActive); c == nil || c.Status != "True" || c.Reason != "PodsUnschedulable" {
 			return fmt.Errorf("FallbackActive is not True/PodsUnschedulable: %s", conditions(es))
 		}
-		if n, err := e.EventCount(ctx, ns, "demoapp", "FallbackActive"); err != nil || n == 0 {
-			return fmt.Errorf("no FallbackActive Event (%v)", err)
+		if n, err := e.EventCount(ctx, ns, "demoapp", "FallbackActive"); err != nil {
+			return err
+		} else if n == 0 {
+			return errors.New("no FallbackActive Event")
 		}
 		return nil
 	})
