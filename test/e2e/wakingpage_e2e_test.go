@@ -99,23 +99,24 @@ func (e *Env) loopbackForward(t testing.TB, addr string) string {
 	return l.Addr().String()
 }
 
-// TestWakingPage: a sleeping app that takes 10 s to boot, with
-// spec.proxy.wakingPage.
-//   - A browser-like client polling the Service sees the waking page (503,
-//     Refresh) with phases that only move forward and include Starting,
-//     then the app's own answer.
-//   - An API client's request sent at the same time is held, not given the
-//     page, and its answer carries Elasti-Cold-Start.
-//   - Headless Chromium opens the page at zero, a screenshot is written,
-//     and without any help from the test the page reloads itself into the
-//     app's answer.
+// TestWakingPage: a sleeping app that takes 20 s to boot (long enough for
+// Chromium to start on a busy machine), with spec.proxy.wakingPage.
+//   - A browser-like client polling the Service from zero sees the waking
+//     page (503, Refresh) with phases that begin with Scaling, only move
+//     forward and include Starting, then the app's own answer.
+//   - Headless Chromium opens the page while the target wakes, a
+//     screenshot is written, and without any help from the test the page
+//     reloads itself into the app's answer.
+//   - An API client's request sent meanwhile is held, not given the page,
+//     and its answer carries Elasti-Cold-Start.
+//   - Serving again, the status shows no wake in progress.
 func TestWakingPage(t *testing.T) {
 	chromium := "/usr/bin/chromium"
 	if _, err := os.Stat(chromium); err != nil {
 		t.Fatalf("%s: %v (hack/install-deps.sh browser installs Debian's chromium)", chromium, err)
 	}
 	e := Get(t)
-	ns, ip := demoApp(t, e, withEnv("STARTUP_DELAY", "10s"))
+	ns, ip := demoApp(t, e, withEnv("STARTUP_DELAY", "20s"))
 	es := e.ElastiServiceFor(ns, "demoapp", IdleQuery)
 	es.Spec.Proxy = &elastiv1alpha1.ProxySpec{WakingPage: &elastiv1alpha1.WakingPage{RefreshSeconds: 1}}
 	e.Create(t, es)
@@ -124,9 +125,39 @@ func TestWakingPage(t *testing.T) {
 	url := httpURL(ip, DemoHTTPPort)
 	dir := artifactsDir(t)
 
-	// The browser first: its navigation is the wake.
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
+	// A browser-like poller first: its first page load is the wake, so it
+	// sees the phases from the start.
+	var polled []string
+	var pollErr error
+	var polling sync.WaitGroup
+	polling.Go(func() {
+		c := e.keepAliveClient(30 * time.Second)
+		pollErr = Poll(ctx, 3*time.Minute, 200*time.Millisecond, func(ctx context.Context) error {
+			req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+			req.Header.Set("Accept", browserAccept)
+			resp, err := c.Do(req)
+			if err != nil {
+				return err
+			}
+			defer resp.Body.Close()
+			body, _ := io.ReadAll(resp.Body)
+			switch {
+			case resp.StatusCode == http.StatusOK && strings.HasPrefix(string(body), "hello from demoapp-"):
+				polled = append(polled, "answer")
+				return nil
+			case resp.StatusCode == http.StatusServiceUnavailable && resp.Header.Get("Refresh") == "1":
+				if p := resp.Header.Get("Elasti-Waking-Page"); len(polled) == 0 || polled[len(polled)-1] != p {
+					polled = append(polled, p)
+				}
+				return errors.New("waking")
+			default:
+				return fmt.Errorf("unexpected answer %s, headers %v: %.200s", resp.Status, resp.Header, body)
+			}
+		})
+	})
+	// Then Chromium, while the target wakes.
 	opts := append(chromedp.DefaultExecAllocatorOptions[:],
 		chromedp.ExecPath(chromium), chromedp.NoSandbox, chromedp.DisableGPU,
 		chromedp.UserDataDir(t.TempDir()), chromedp.WindowSize(1024, 640),
@@ -174,35 +205,7 @@ func TestWakingPage(t *testing.T) {
 	writeScreenshot(t, filepath.Join(dir, "waking-page.png"), shot)
 	t.Logf("Chromium shows the waking page in phase %s: %q", phase, strings.Join(strings.Fields(shown), " "))
 
-	// Meanwhile, a browser-like poller and an API client.
-	var polled []string
-	var pollErr error
-	var polling sync.WaitGroup
-	polling.Go(func() {
-		c := e.keepAliveClient(30 * time.Second)
-		pollErr = Poll(ctx, 3*time.Minute, 200*time.Millisecond, func(ctx context.Context) error {
-			req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-			req.Header.Set("Accept", browserAccept)
-			resp, err := c.Do(req)
-			if err != nil {
-				return err
-			}
-			defer resp.Body.Close()
-			body, _ := io.ReadAll(resp.Body)
-			switch {
-			case resp.StatusCode == http.StatusOK && strings.HasPrefix(string(body), "hello from demoapp-"):
-				polled = append(polled, "answer")
-				return nil
-			case resp.StatusCode == http.StatusServiceUnavailable && resp.Header.Get("Refresh") == "1":
-				if p := resp.Header.Get("Elasti-Waking-Page"); len(polled) == 0 || polled[len(polled)-1] != p {
-					polled = append(polled, p)
-				}
-				return errors.New("waking")
-			default:
-				return fmt.Errorf("unexpected answer %s, headers %v: %.200s", resp.Status, resp.Header, body)
-			}
-		})
-	})
+	// And an API client, which must be held, not given the page.
 	apiReq, _ := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	apiReq.Header.Set("Accept", "application/json")
 	resp, err := e.keepAliveClient(3 * time.Minute).Do(apiReq)
@@ -217,7 +220,7 @@ func TestWakingPage(t *testing.T) {
 	if cs := resp.Header.Get("Elasti-Cold-Start"); cs == "" {
 		t.Errorf("the held API request's answer has no Elasti-Cold-Start header: %v", resp.Header)
 	} else if d, err := time.ParseDuration(cs); err != nil || d < time.Second {
-		t.Errorf("Elasti-Cold-Start: %q; want the time held, at least a second (the app boots in 10 s)", cs)
+		t.Errorf("Elasti-Cold-Start: %q; want the time held, at least a second (the app boots in 20 s)", cs)
 	} else {
 		t.Logf("API client held %s", d)
 	}
@@ -225,7 +228,7 @@ func TestWakingPage(t *testing.T) {
 	if pollErr != nil {
 		t.Errorf("browser-like poller never got the app's answer: %v (saw %v)", pollErr, polled)
 	}
-	// Phases only move forward, include Starting (10 s of boot), and end
+	// Phases only move forward, include Starting (20 s of boot), and end
 	// in the app's answer.
 	t.Logf("the poller saw %v", polled)
 	if len(polled) == 0 || polled[len(polled)-1] != "answer" {
@@ -240,8 +243,8 @@ func TestWakingPage(t *testing.T) {
 			}
 			last = i
 		}
-		if !slices.Contains(polled, string(elastiv1alpha1.WakePhaseStarting)) {
-			t.Errorf("phases %v never showed Starting, through the app's 10 s boot", polled)
+		if polled[0] != string(elastiv1alpha1.WakePhaseScaling) || !slices.Contains(polled, string(elastiv1alpha1.WakePhaseStarting)) {
+			t.Errorf("phases %v do not begin with Scaling (the first page load, at zero) and show Starting (the app's 20 s boot)", polled)
 		}
 	}
 
@@ -278,6 +281,17 @@ func TestWakingPage(t *testing.T) {
 	}
 	writeScreenshot(t, filepath.Join(dir, "waking-page-answered.png"), shot)
 	t.Logf("Chromium reloaded itself %d times into the app's answer", navigations.Load()-1)
+	// Serving on its own, the ElastiService shows no wake in progress.
+	Eventually(t, time.Minute, 250*time.Millisecond, func(ctx context.Context) error {
+		es, err := e.GetElastiService(ctx, ns, "demoapp")
+		if err != nil {
+			return err
+		}
+		if es.Status.Mode != elastiv1alpha1.ModeServe || es.Status.WakeProgress != nil {
+			return fmt.Errorf("mode %s, wakeProgress %+v; want serve and none", es.Status.Mode, es.Status.WakeProgress)
+		}
+		return nil
+	})
 }
 
 // writeScreenshot checks that shot is a PNG with more than one colour in
