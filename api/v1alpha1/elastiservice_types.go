@@ -128,17 +128,37 @@ type ScaleTargetRef struct {
 }
 
 // TriggerType names a kind of trigger.
-// +kubebuilder:validation:Enum=prometheus
+// +kubebuilder:validation:Enum=prometheus;podMetrics
 type TriggerType string
 
-// TriggerTypePrometheus evaluates a PromQL query against a threshold.
-const TriggerTypePrometheus TriggerType = "prometheus"
+// Trigger types.
+const (
+	// TriggerTypePrometheus evaluates a PromQL query against a threshold.
+	TriggerTypePrometheus TriggerType = "prometheus"
+	// TriggerTypePodMetrics scrapes a request counter from the target's
+	// ready pods itself, with no Prometheus server, and compares its rate
+	// over the cooldown period with a threshold.
+	TriggerTypePodMetrics TriggerType = "podMetrics"
+)
 
 // ScaleTrigger reports whether the target is idle.
 //
+// Each type reads its own metadata keys and refuses the other type's, so
+// that a key that would be ignored is never accepted in silence.
+//
 // +kubebuilder:validation:XValidation:rule="self.type != 'prometheus' || (has(self.metadata) && has(self.metadata.query) && size(self.metadata.query) > 0)",message="metadata.query is required for a prometheus trigger: a PromQL expression that returns one sample, such as sum(rate(http_requests_total[1m])) or vector(0)",fieldPath=".metadata.query",reason="FieldValueRequired"
+// +kubebuilder:validation:XValidation:rule="self.type != 'prometheus' || !has(self.metadata) || !has(self.metadata.metricName)",message="metadata.metricName is for podMetrics triggers only; a prometheus trigger reads its value from metadata.query: remove metricName, or write type: podMetrics with metricName: http_requests_total and port: 8080",fieldPath=".metadata.metricName",reason="FieldValueForbidden"
+// +kubebuilder:validation:XValidation:rule="self.type != 'prometheus' || !has(self.metadata) || !has(self.metadata.labels)",message="metadata.labels is for podMetrics triggers only; a prometheus trigger selects series in metadata.query: remove labels, or move them into the query, such as sum(rate(http_requests_total{code=\"200\"}[1m])) or vector(0)",fieldPath=".metadata.labels",reason="FieldValueForbidden"
+// +kubebuilder:validation:XValidation:rule="self.type != 'prometheus' || !has(self.metadata) || !has(self.metadata.port)",message="metadata.port is for podMetrics triggers only; a prometheus trigger reaches Prometheus at metadata.serverAddress: remove port, or write type: podMetrics with metricName: http_requests_total and port: 8080",fieldPath=".metadata.port",reason="FieldValueForbidden"
+// +kubebuilder:validation:XValidation:rule="self.type != 'prometheus' || !has(self.metadata) || !has(self.metadata.path)",message="metadata.path is for podMetrics triggers only; a prometheus trigger reaches Prometheus at metadata.serverAddress: remove path, or write type: podMetrics with path: /metrics",fieldPath=".metadata.path",reason="FieldValueForbidden"
+// +kubebuilder:validation:XValidation:rule="self.type != 'podMetrics' || (has(self.metadata) && has(self.metadata.metricName) && size(self.metadata.metricName) > 0)",message="metadata.metricName is required for a podMetrics trigger: the name of a counter the target's pods export, such as http_requests_total",fieldPath=".metadata.metricName",reason="FieldValueRequired"
+// +kubebuilder:validation:XValidation:rule="self.type != 'podMetrics' || (has(self.metadata) && has(self.metadata.port))",message="metadata.port is required for a podMetrics trigger: the container port number the pods serve their metrics on, such as 8080",fieldPath=".metadata.port",reason="FieldValueRequired"
+// +kubebuilder:validation:XValidation:rule="self.type != 'podMetrics' || !has(self.metadata) || !has(self.metadata.query)",message="metadata.query is for prometheus triggers only; a podMetrics trigger reads metadata.metricName from the pods' own metrics page: remove query, and name the counter instead, such as metricName: http_requests_total",fieldPath=".metadata.query",reason="FieldValueForbidden"
+// +kubebuilder:validation:XValidation:rule="self.type != 'podMetrics' || !has(self.metadata) || !has(self.metadata.serverAddress)",message="metadata.serverAddress is for prometheus triggers only; a podMetrics trigger scrapes the target's ready pods itself: remove serverAddress, and name the pods' metrics port instead, such as port: 8080",fieldPath=".metadata.serverAddress",reason="FieldValueForbidden"
+// +kubebuilder:validation:XValidation:rule="self.type != 'podMetrics' || !has(self.metadata) || !has(self.metadata.uptimeFilter)",message="metadata.uptimeFilter is for prometheus triggers only; a podMetrics trigger keeps its own history and reports active until it covers the cooldown period: remove uptimeFilter",fieldPath=".metadata.uptimeFilter",reason="FieldValueForbidden"
 type ScaleTrigger struct {
-	// Type of the trigger. Only prometheus is supported today.
+	// Type of the trigger: prometheus (a PromQL query) or podMetrics (a
+	// counter scraped from the target's pods).
 	// +required
 	Type TriggerType `json:"type"`
 
@@ -147,24 +167,29 @@ type ScaleTrigger struct {
 	Metadata TriggerMetadata `json:"metadata,omitempty"`
 }
 
-// TriggerMetadata configures a trigger. The keys are KubeElasti's.
+// TriggerMetadata configures a trigger. The prometheus keys are KubeElasti's;
+// metricName, labels, port and path are podMetrics'.
 type TriggerMetadata struct {
-	// ServerAddress is the Prometheus base URL. It defaults to the
-	// operator's --prometheus-address.
+	// ServerAddress is the Prometheus base URL of a prometheus trigger. It
+	// defaults to the operator's --prometheus-address.
 	// +optional
 	// +kubebuilder:validation:MaxLength=2048
 	// +kubebuilder:validation:XValidation:rule="self.matches('^https?://[^\\\\s/?#]+([/?#][^\\\\s]*)?$')",messageExpression="'metadata.serverAddress must be an http:// or https:// URL without spaces, such as http://prometheus.monitoring:9090; got \"' + self + '\"'"
 	ServerAddress string `json:"serverAddress,omitempty"`
 
-	// Query is a PromQL expression that returns one sample. It should return a
-	// value even when there is no traffic, e.g. by ending in "or vector(0)".
+	// Query is a prometheus trigger's PromQL expression that returns one
+	// sample. It should return a value even when there is no traffic, e.g. by
+	// ending in "or vector(0)".
 	// +optional
 	// +kubebuilder:validation:MaxLength=8192
 	Query string `json:"query,omitempty"`
 
-	// Threshold: a query result below it means idle. A number or a numeric
-	// string between -1e308 and 1e308; admission rejects anything else (see
-	// the elasti-trigger-threshold ValidatingAdmissionPolicy).
+	// Threshold: a result below it means idle. For a prometheus trigger the
+	// result is the query's value; for a podMetrics trigger it is the
+	// counter's rate in increments per second over the cooldown period,
+	// summed over the pods (0.01 is one request in 100 s). A number or a
+	// numeric string between -1e308 and 1e308; admission rejects anything
+	// else (see the elasti-trigger-threshold ValidatingAdmissionPolicy).
 	// +optional
 	// +kubebuilder:validation:Schemaless
 	// +kubebuilder:validation:XPreserveUnknownFields
@@ -172,20 +197,57 @@ type TriggerMetadata struct {
 
 	// UptimeFilter is a label selector, such as container="prometheus", for
 	// Prometheus's own "up" series. The query is trusted only if that series
-	// was 1 for the whole cooldown period.
+	// was 1 for the whole cooldown period. Prometheus triggers only.
 	// +optional
 	// +kubebuilder:validation:MaxLength=1024
 	UptimeFilter string `json:"uptimeFilter,omitempty"`
 
-	// Headers are extra HTTP headers sent with every query.
+	// Headers are extra HTTP headers sent with every Prometheus query, or
+	// with every scrape of a podMetrics trigger.
 	// +optional
 	// +kubebuilder:validation:MaxProperties=32
 	Headers map[string]string `json:"headers,omitempty"`
 
 	// AuthSecretRef names a key of a Secret in the ElastiService's namespace
-	// whose value is sent as a bearer token.
+	// whose value is sent as a bearer token, to Prometheus or, for a
+	// podMetrics trigger, to every pod scraped.
 	// +optional
 	AuthSecretRef *SecretKeySelector `json:"authSecretRef,omitempty"`
+
+	// MetricName is the counter a podMetrics trigger reads from each pod's
+	// metrics page, as the page names it, such as http_requests_total. A
+	// counter exposed in OpenMetrics as http_requests (samples
+	// http_requests_total) is found under either name.
+	// +optional
+	// +kubebuilder:validation:MaxLength=256
+	// +kubebuilder:validation:XValidation:rule="self.matches('^[a-zA-Z_:][a-zA-Z0-9_:]*$')",messageExpression="'metadata.metricName must be a Prometheus metric name: letters, digits, _ and :, not starting with a digit, such as http_requests_total; got \"' + self + '\"'"
+	MetricName string `json:"metricName,omitempty"`
+
+	// Labels select the counter's series that count, by exact label values,
+	// such as {code: "200"} or {handler: "/api"}; the selected series of
+	// each pod are summed. Without labels every series of the counter
+	// counts. podMetrics triggers only.
+	// +optional
+	// +kubebuilder:validation:MaxProperties=16
+	// +kubebuilder:validation:XValidation:rule="self.all(k, k.matches('^[a-zA-Z_][a-zA-Z0-9_]*$'))",message="metadata.labels keys must be Prometheus label names: letters, digits and _, not starting with a digit, such as code or handler"
+	Labels map[string]string `json:"labels,omitempty"`
+
+	// Port is the number of the container port each ready pod serves its
+	// metrics page on, such as 8080 or 9090; the operator scrapes the pod
+	// IP on it. A number, not a name: the metrics port is often not one of
+	// the Service's ports, and a number needs no Pod read to resolve.
+	// podMetrics triggers only, where it is required.
+	// +optional
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=65535
+	Port int32 `json:"port,omitempty"`
+
+	// Path is the HTTP path of the pods' metrics page; /metrics when left
+	// out. podMetrics triggers only.
+	// +optional
+	// +kubebuilder:validation:MaxLength=1024
+	// +kubebuilder:validation:XValidation:rule="self.matches('^/[^\\\\s#]*$')",messageExpression="'metadata.path must be an HTTP path starting with / and without spaces or #, such as /metrics; got \"' + self + '\"'"
+	Path string `json:"path,omitempty"`
 }
 
 // SecretKeySelector names one key of a Secret in the same namespace.

@@ -55,7 +55,7 @@ func parseFlags(fs *flag.FlagSet, args []string, getenv func(string) string, zap
 	fs.DurationVar(&o.controller.GracePeriod, "grace-period", o.controller.GracePeriod, "Time between writing the proxy slice and scaling to zero.")
 	fs.DurationVar(&o.controller.PollingInterval, "polling-interval", o.controller.PollingInterval, "How often an awake target's triggers are evaluated.")
 	fs.StringVar(&o.prometheusAddress, "prometheus-address", getenv("ELASTI_PROMETHEUS_ADDRESS"), "Default Prometheus URL for triggers without serverAddress (env ELASTI_PROMETHEUS_ADDRESS).")
-	fs.DurationVar(&o.triggerTimeout, "trigger-timeout", 10*time.Second, "Timeout of one trigger query.")
+	fs.DurationVar(&o.triggerTimeout, "trigger-timeout", 10*time.Second, "Timeout of one trigger query, and of one pod scrape of a podMetrics trigger.")
 	fs.StringVar(&watchNamespaces, "watch-namespaces", "", "Comma-separated namespaces to manage; empty manages all.")
 	fs.IntVar(&o.controller.MaxConcurrentReconciles, "max-concurrent-reconciles", o.controller.MaxConcurrentReconciles, "Parallel reconciles.")
 	fs.DurationVar(&o.controller.WakeTimeout, "wake-timeout", o.controller.WakeTimeout, "How long an activation call waits for the wake before answering 503.")

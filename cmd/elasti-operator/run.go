@@ -49,7 +49,7 @@ func run(ctx context.Context, o options, log logr.Logger) error {
 		return fmt.Errorf("create manager: %w", err)
 	}
 	waker, err := controller.Setup(ctx, mgr, o.controller, controller.Deps{
-		Triggers: &scaling.Evaluator{Secrets: mgr.GetAPIReader(), DefaultServerAddress: o.prometheusAddress, Timeout: o.triggerTimeout},
+		Triggers: &scaling.Evaluator{Secrets: mgr.GetAPIReader(), Endpoints: mgr.GetAPIReader(), DefaultServerAddress: o.prometheusAddress, Timeout: o.triggerTimeout},
 	})
 	if err != nil {
 		return err

@@ -59,14 +59,7 @@ func (e *Evaluator) evaluatePrometheus(ctx context.Context, es *elastiv1alpha1.E
 		}
 		q.bearer = token
 	}
-	rt := e.Transport
-	if rt == nil {
-		rt = http.DefaultTransport
-	}
-	timeout := e.Timeout
-	if timeout <= 0 {
-		timeout = 10 * time.Second
-	}
+	rt, timeout := e.transport(), e.timeout()
 	if md.UptimeFilter != "" {
 		up := q
 		up.query = uptimeQuery(md.UptimeFilter, time.Duration(es.Spec.CooldownPeriod)*time.Second)

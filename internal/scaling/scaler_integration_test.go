@@ -5,14 +5,22 @@ package scaling_test
 import (
 	"context"
 	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"strings"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	clocktesting "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -213,5 +221,76 @@ func TestPrometheusEvaluatorAgainstRealPrometheus(t *testing.T) {
 	prom.Stop()
 	if r := ev.Evaluate(context.Background(), es("elasti_test_value", "2.5")); r.Reason != scaling.ReasonPrometheusUnreachable {
 		t.Errorf("stopped Prometheus: %+v", r)
+	}
+}
+
+// TestPodMetricsEvaluatorAgainstRealAPIServer: the Service's own
+// EndpointSlices, listed from a real API server by their service-name
+// label, lead to the pod's page; the proxy slice beside them is not
+// scraped. The API server refuses loopback endpoint addresses, so the pod
+// is 10.1.2.3 and the transport dials 127.0.0.1 for it, and nothing else.
+func TestPodMetricsEvaluatorAgainstRealAPIServer(t *testing.T) {
+	ctx := context.Background()
+	ns := namespace(t, "pod-metrics")
+	var requests atomic.Int64
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{ReadHeaderTimeout: 5 * time.Second, Handler: http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; version=0.0.4")
+		fmt.Fprintf(w, "# TYPE http_requests_total counter\nhttp_requests_total{code=\"200\"} %d\n", requests.Load())
+	})}
+	go func() { _ = srv.Serve(ln) }()
+	t.Cleanup(func() { _ = srv.Close() })
+	port := int32(ln.Addr().(*net.TCPAddr).Port)
+
+	for _, s := range []*discoveryv1.EndpointSlice{
+		{
+			ObjectMeta:  metav1.ObjectMeta{Namespace: ns, Name: "web-own", Labels: map[string]string{discoveryv1.LabelServiceName: "web"}},
+			AddressType: discoveryv1.AddressTypeIPv4,
+			Endpoints: []discoveryv1.Endpoint{{Addresses: []string{"10.1.2.3"}, Conditions: discoveryv1.EndpointConditions{Ready: ptr.To(true)},
+				TargetRef: &corev1.ObjectReference{Kind: "Pod", Namespace: ns, Name: "web-0", UID: "pod-uid"}}},
+		},
+		{
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "web-proxy", Labels: map[string]string{
+				discoveryv1.LabelServiceName: "web", contract.LabelManagedBy: contract.ManagedBy,
+			}},
+			AddressType: discoveryv1.AddressTypeIPv4,
+			Endpoints:   []discoveryv1.Endpoint{{Addresses: []string{"10.9.9.9"}, Conditions: discoveryv1.EndpointConditions{Ready: ptr.To(true)}}},
+		},
+	} {
+		if err := k8s.Create(ctx, s); err != nil {
+			t.Fatal(err)
+		}
+	}
+	start := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
+	clk := clocktesting.NewFakePassiveClock(start)
+	podAddr := fmt.Sprintf("10.1.2.3:%d", port)
+	transport := &http.Transport{DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
+		if addr != podAddr {
+			return nil, fmt.Errorf("the test dials only %s, not %s", podAddr, addr)
+		}
+		var d net.Dialer
+		return d.DialContext(ctx, network, ln.Addr().String())
+	}}
+	ev := &scaling.Evaluator{Endpoints: k8s, Clock: clk, Transport: transport}
+	es := estest.New(ns, "web", estest.Cooldown(60))
+	es.Spec.Triggers = []elastiv1alpha1.ScaleTrigger{{Type: elastiv1alpha1.TriggerTypePodMetrics, Metadata: elastiv1alpha1.TriggerMetadata{
+		MetricName: "http_requests_total", Port: port, Threshold: ptr.To(elastiv1alpha1.Threshold("0.1")),
+	}}}
+	requests.Store(40)
+	if r := ev.Evaluate(ctx, es); r.State != scaling.StateActive || !strings.Contains(r.Message, "not enough history yet") {
+		t.Fatalf("first scrape: %+v", r)
+	}
+	requests.Store(45) // 5 in 60 s, below 0.1/s
+	clk.SetTime(start.Add(time.Minute))
+	if r := ev.Evaluate(ctx, es); r.State != scaling.StateIdle {
+		t.Fatalf("after a window: %+v", r)
+	}
+	requests.Store(60) // 15 in the next 60 s: 0.25/s
+	clk.SetTime(start.Add(2 * time.Minute))
+	if r := ev.Evaluate(ctx, es); r.State != scaling.StateActive {
+		t.Fatalf("busy: %+v", r)
 	}
 }

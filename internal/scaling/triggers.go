@@ -10,6 +10,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	elastiv1alpha1 "elasti.dev/elasti/api/v1alpha1"
@@ -49,18 +50,30 @@ type Result struct {
 	Value float64
 }
 
-// Evaluator evaluates an ElastiService's triggers.
+// Evaluator evaluates an ElastiService's triggers. It keeps the history of
+// podMetrics triggers in memory: use one Evaluator for the operator's
+// lifetime, through a pointer.
 type Evaluator struct {
 	// Secrets reads the Secrets named by authSecretRef. It should be a live
 	// reader: the operator keeps no Secret cache.
 	Secrets client.Reader
+	// Endpoints lists the EndpointSlices of the Services whose pods
+	// podMetrics triggers scrape. It must see every endpoint: the
+	// operator's cache keeps only one of each slice's (trimEndpointSlice in
+	// internal/controller), so the operator passes a live reader.
+	Endpoints client.Reader
 	// DefaultServerAddress is used when a prometheus trigger has no
 	// serverAddress.
 	DefaultServerAddress string
-	// Timeout bounds each query.
+	// Timeout bounds each query, and each pod's scrape.
 	Timeout time.Duration
-	// Transport carries the queries; nil means http.DefaultTransport.
+	// Transport carries the queries and scrapes; nil means
+	// http.DefaultTransport.
 	Transport http.RoundTripper
+	// Clock times podMetrics samples; nil means the real clock.
+	Clock clock.PassiveClock
+
+	history counterHistories
 }
 
 // evaluateFunc evaluates one trigger of one type. Evaluate prefixes the
@@ -68,11 +81,13 @@ type Evaluator struct {
 type evaluateFunc func(ctx context.Context, es *elastiv1alpha1.ElastiService, t elastiv1alpha1.ScaleTrigger) Result
 
 // byType is the seam for trigger types: each type maps to the function that
-// evaluates one trigger of it, in a file of its own (prometheus.go). A new
-// type is one more entry here and in the CRD's enum of TriggerType.
+// evaluates one trigger of it, in a file of its own (prometheus.go,
+// podmetrics.go). A new type is one more entry here and in the CRD's enum
+// of TriggerType.
 func (e *Evaluator) byType() map[elastiv1alpha1.TriggerType]evaluateFunc {
 	return map[elastiv1alpha1.TriggerType]evaluateFunc{
 		elastiv1alpha1.TriggerTypePrometheus: e.evaluatePrometheus,
+		elastiv1alpha1.TriggerTypePodMetrics: e.evaluatePodMetrics,
 	}
 }
 
@@ -111,6 +126,27 @@ func (e *Evaluator) evaluateOne(ctx context.Context, es *elastiv1alpha1.ElastiSe
 		return unhealthy(ReasonUnsupportedTrigger, fmt.Sprintf("trigger type %q is not supported", t.Type))
 	}
 	return evaluate(ctx, es, t)
+}
+
+func (e *Evaluator) timeout() time.Duration {
+	if e.Timeout <= 0 {
+		return 10 * time.Second
+	}
+	return e.Timeout
+}
+
+func (e *Evaluator) transport() http.RoundTripper {
+	if e.Transport == nil {
+		return http.DefaultTransport
+	}
+	return e.Transport
+}
+
+func (e *Evaluator) clock() clock.PassiveClock {
+	if e.Clock == nil {
+		return clock.RealClock{}
+	}
+	return e.Clock
 }
 
 // threshold reads a trigger's threshold; a missing one is 0.
