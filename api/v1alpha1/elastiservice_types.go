@@ -67,6 +67,27 @@ type ElastiServiceSpec struct {
 	// +kubebuilder:validation:Maximum=2592000
 	CooldownPeriod int32 `json:"cooldownPeriod,omitempty"`
 
+	// The rules of scaleDownGracePeriod are those of EnabledPeriod.Duration,
+	// with one more: no number in the value has more than five digits
+	// before its decimal point. So CEL's duration() reads every value
+	// admitted, and both bounds hold without the operator's webhook.
+
+	// ScaleDownGracePeriod is how long a scale-down waits, with the proxy
+	// EndpointSlice already sending the Service's traffic to the resolvers,
+	// before the target goes to zero: a Go duration from 0s to 10m, such as
+	// 30s. It is also the sleep's confirmation window: a request or
+	// connection that reaches a resolver in it cancels the scale-down. A
+	// longer window lets the resolvers see more traffic before a sleep, at
+	// the cost of that traffic passing through a resolver meanwhile.
+	// Defaults to the operator's --grace-period.
+	// +optional
+	// +kubebuilder:validation:MaxLength=64
+	// +kubebuilder:validation:XValidation:rule="self.matches('^[-+]?(0|(([0-9]+(\\\\.[0-9]*)?|\\\\.[0-9]+)(ns|us|µs|μs|ms|s|m|h))+)$')",messageExpression="'spec.scaleDownGracePeriod must be a Go duration, numbers each followed by a unit (ns, us, ms, s, m, h), such as 30s, 2m or 1m30s; got \"' + self + '\"'"
+	// +kubebuilder:validation:XValidation:rule="!self.matches('^[-+]?(0|(([0-9]+(\\\\.[0-9]*)?|\\\\.[0-9]+)(ns|us|µs|μs|ms|s|m|h))+)$') || self.matches('^[-+]?(0|(([0-9]{1,5}(\\\\.[0-9]*)?|\\\\.[0-9]+)(ns|us|µs|μs|ms|s|m|h))+)$')",messageExpression="'spec.scaleDownGracePeriod must write each number with at most five digits before its decimal point, in a larger unit if need be, such as 100s rather than 100000ms; got \"' + self + '\"'"
+	// +kubebuilder:validation:XValidation:rule="!self.matches('^[-+]?(0|(([0-9]{1,5}(\\\\.[0-9]*)?|\\\\.[0-9]+)(ns|us|µs|μs|ms|s|m|h))+)$') || duration(self) >= duration('0s')",messageExpression="'spec.scaleDownGracePeriod must not be negative, such as 0s, 30s or 2m; got \"' + self + '\". Leave scaleDownGracePeriod out to use the operator default (--grace-period)'"
+	// +kubebuilder:validation:XValidation:rule="!self.matches('^[-+]?(0|(([0-9]{1,5}(\\\\.[0-9]*)?|\\\\.[0-9]+)(ns|us|µs|μs|ms|s|m|h))+)$') || duration(self) <= duration('10m')",messageExpression="'spec.scaleDownGracePeriod must be at most 10m, the longest a scale-down waits with the resolvers in the data path, such as 30s or 2m; got \"' + self + '\"'"
+	ScaleDownGracePeriod string `json:"scaleDownGracePeriod,omitempty"`
+
 	// Triggers decide when the target is idle. All of them must report idle
 	// before it is scaled to zero. Without triggers the target never sleeps on
 	// its own.

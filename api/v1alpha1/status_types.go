@@ -90,6 +90,14 @@ type ElastiServiceStatus struct {
 	// +optional
 	LastScaledDownTime *metav1.Time `json:"lastScaledDownTime,omitempty"`
 
+	// LastSleepCancelledTime is when traffic last cancelled a scale-down: a
+	// request or connection reached a resolver during its grace period
+	// (spec.scaleDownGracePeriod, the confirmation window). Scale-downs
+	// called off for another reason (triggers busy at the end of the grace
+	// period, another writer raising the target) do not set it.
+	// +optional
+	LastSleepCancelledTime *metav1.Time `json:"lastSleepCancelledTime,omitempty"`
+
 	// LastPreWarmTime is the scheduled time of the last spec.preWarm firing
 	// the operator acted on. A firing at or before it is never acted on
 	// again.

@@ -167,6 +167,10 @@ func (in *ElastiServiceStatus) DeepCopyInto(out *ElastiServiceStatus) {
 		in, out := &in.LastScaledDownTime, &out.LastScaledDownTime
 		*out = (*in).DeepCopy()
 	}
+	if in.LastSleepCancelledTime != nil {
+		in, out := &in.LastSleepCancelledTime, &out.LastSleepCancelledTime
+		*out = (*in).DeepCopy()
+	}
 	if in.LastPreWarmTime != nil {
 		in, out := &in.LastPreWarmTime, &out.LastPreWarmTime
 		*out = (*in).DeepCopy()

@@ -73,6 +73,9 @@ func describe(w io.Writer, es *elastiv1alpha1.ElastiService, sc scaleReading, no
 		field("Waking", wakingLine(*wp, now))
 	}
 	field("Cooldown", fmt.Sprintf("%ds", es.Spec.CooldownPeriod))
+	if g := es.Spec.ScaleDownGracePeriod; g != "" {
+		field("Grace period", g+" before a scale-down, instead of the operator's --grace-period")
+	}
 	if p := es.Spec.EnabledPeriod; p != nil {
 		field("Enabled period", fmt.Sprintf("%q for %s (%s)", p.Schedule, p.Duration, scaling.ZoneName(p.TimeZone)))
 	}
@@ -90,6 +93,9 @@ func describe(w io.Writer, es *elastiv1alpha1.ElastiService, sc scaleReading, no
 	}
 	field("Last wake", ago(now, es.Status.LastScaledUpTime))
 	field("Last sleep", ago(now, es.Status.LastScaledDownTime))
+	if t := es.Status.LastSleepCancelledTime; t != nil {
+		field("Last sleep cancelled", ago(now, t)+": traffic seen during the confirmation window")
+	}
 	field("Last reconcile", ago(now, es.Status.LastReconciledTime))
 	if es.Status.ObservedGeneration != 0 && es.Status.ObservedGeneration != es.Generation {
 		field("Observed", fmt.Sprintf("generation %d of %d: the operator has not caught up with the latest spec", es.Status.ObservedGeneration, es.Generation))

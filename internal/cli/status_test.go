@@ -137,6 +137,37 @@ Triggers:
 	}
 }
 
+// TestDescribeCancelledSleep: a per-ElastiService grace period and the last
+// sleep that traffic cancelled each get a line, only when set.
+func TestDescribeCancelledSleep(t *testing.T) {
+	es := testES(func(es *elastiv1alpha1.ElastiService) {
+		es.Spec.ScaleDownGracePeriod = "30s"
+		es.Status.LastSleepCancelledTime = timeAgo(2 * time.Minute)
+	})
+	var b bytes.Buffer
+	if err := describe(&b, es, scaleReading{current: 1, desired: 1}, testNow); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		"Grace period:          30s before a scale-down, instead of the operator's --grace-period\n",
+		"Last sleep cancelled:  2m ago (2026-03-02T11:58:00Z): traffic seen during the confirmation window\n",
+	} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("output lacks %q:\n%s", want, b.String())
+		}
+	}
+
+	b.Reset()
+	if err := describe(&b, testES(), scaleReading{current: 1, desired: 1}, testNow); err != nil {
+		t.Fatal(err)
+	}
+	for _, absent := range []string{"Grace period:", "Last sleep cancelled:"} {
+		if strings.Contains(b.String(), absent) {
+			t.Errorf("output has %q although it is unset:\n%s", absent, b.String())
+		}
+	}
+}
+
 // TestDescribeSchedules: the zone of the enabledPeriod, the next pre-warm
 // firing in its zone and the last one acted on.
 func TestDescribeSchedules(t *testing.T) {

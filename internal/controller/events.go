@@ -14,7 +14,12 @@ const (
 	EventScaleFailed        = "ScaleFailed"
 	EventTargetChanged      = "ScaleTargetChanged"
 	EventAutoscalerNotFound = "AutoscalerNotFound"
+	// EventScaleDownCalledOff: another writer raised the target before the
+	// scale to zero; its count stands.
 	EventScaleDownCalledOff = "ScaleDownCalledOff"
+	// EventSleepCancelled: traffic reached a resolver during a scale-down's
+	// grace period, its confirmation window, and cancelled the sleep.
+	EventSleepCancelled     = "SleepCancelled"
 	EventRemovedBeforeReady = "ProxyRemovedBeforeReady"
 	// EventHPAFloorRaised: the HPA spec.autoscaler names had minReplicas 0;
 	// the operator raised it to 1 and takes the last step to zero itself.

@@ -34,6 +34,12 @@ const (
 	// ReasonFallbackScaleRefused: the API server refused the wake's write
 	// to the target's /scale (a policy, a webhook, a quota on the scale).
 	ReasonFallbackScaleRefused = "ScaleRefused"
+	// ReasonFallbackPodsNotCreated: no pod of the wake exists and the
+	// workload controller says it cannot create one (a ResourceQuota, a
+	// LimitRange, an admission webhook): the target's ReplicaFailure=True
+	// condition, or a FailedCreate Warning Event about it, since the wake
+	// (fallback_notcreated.go).
+	ReasonFallbackPodsNotCreated = "PodsNotCreated"
 	// ReasonFallbackUnavailable: one of the above holds, but the fallback
 	// Service does not exist or has no ready endpoint; requests are held.
 	ReasonFallbackUnavailable = "FallbackUnavailable"
@@ -65,13 +71,17 @@ type fallbackObserved struct {
 	wokeAt time.Time
 	// serviceFound and ready describe the fallback Service.
 	serviceFound, ready bool
-	// unschedulable and refused are the messages of a failed wake.
-	unschedulable, refused string
+	// refused, notCreated and unschedulable are the messages of a failed
+	// wake.
+	refused, notCreated, unschedulable string
 }
 
 // fallbackVerdict is the FallbackActive condition, as a pure function of
 // what was observed, and when to look again. ok is false when there is no
-// fallback, and the condition goes.
+// fallback, and the condition goes. When more than one cause holds, the
+// earliest step of the wake that failed names it: the scale write
+// (ScaleRefused), the pods' creation (PodsNotCreated), their scheduling
+// (PodsUnschedulable); then the deadline (DeadlinePassed).
 func fallbackVerdict(f fallbackObserved, now time.Time) (status metav1.ConditionStatus, reason, msg string, recheck time.Duration, ok bool) {
 	if f.after <= 0 {
 		return "", "", "", 0, false
@@ -83,6 +93,8 @@ func fallbackVerdict(f fallbackObserved, now time.Time) (status metav1.Condition
 	switch {
 	case f.refused != "":
 		cause, why = ReasonFallbackScaleRefused, "the wake's scale write was refused: "+f.refused
+	case f.notCreated != "":
+		cause, why = ReasonFallbackPodsNotCreated, msgPodsNotCreated+f.notCreated
 	case f.unschedulable != "":
 		cause, why = ReasonFallbackPodsUnschedulable, "a pod of the target cannot be scheduled: "+f.unschedulable
 	case !f.wokeAt.IsZero() && now.Sub(f.wokeAt) >= f.after:
@@ -106,8 +118,9 @@ func fallbackVerdict(f fallbackObserved, now time.Time) (status metav1.Condition
 // observeFallback reads what fallbackVerdict needs, and only while a wake
 // with a fallback is in progress: the fallback Service and its slices from
 // the cache. pods are the target's, which observe listed live for the wake
-// in progress (wakingPods); nil when none was.
-func (r *Reconciler) observeFallback(ctx context.Context, es *elastiv1alpha1.ElastiService, o observed, pods []corev1.Pod) (fallbackObserved, error) {
+// in progress (wakingPods); nil when none was. notCreated is why the
+// workload controller creates none of them (observePodsNotCreated).
+func (r *Reconciler) observeFallback(ctx context.Context, es *elastiv1alpha1.ElastiService, o observed, pods []corev1.Pod, notCreated string) (fallbackObserved, error) {
 	p := es.Spec.Proxy
 	if p == nil || p.Fallback == nil {
 		return fallbackObserved{}, nil
@@ -142,7 +155,7 @@ func (r *Reconciler) observeFallback(ctx context.Context, es *elastiv1alpha1.Ela
 	default:
 		return f, fmt.Errorf("get fallback Service %s/%s: %w", es.Namespace, p.Fallback.Service, err)
 	}
-	f.unschedulable = unschedulable(pods)
+	f.notCreated, f.unschedulable = notCreated, unschedulable(pods)
 	return f, nil
 }
 
@@ -233,7 +246,7 @@ func scaleRefusal(err error) bool {
 func (r *Reconciler) reportRefusedWake(ctx context.Context, es *elastiv1alpha1.ElastiService, o observed, err error) error {
 	key := client.ObjectKeyFromObject(es)
 	r.refusedWakes.set(key, err.Error())
-	f, ferr := r.observeFallback(ctx, es, o, nil)
+	f, ferr := r.observeFallback(ctx, es, o, nil, "")
 	if ferr != nil || f.after <= 0 {
 		return ferr
 	}

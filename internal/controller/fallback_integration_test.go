@@ -9,10 +9,13 @@ import (
 	"testing"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/retry"
+	"k8s.io/utils/ptr"
 
 	elastiv1alpha1 "elasti.dev/elasti/api/v1alpha1"
 	"elasti.dev/elasti/internal/contract"
@@ -197,4 +200,172 @@ func TestFallbackDeadlinePassed(t *testing.T) {
 		}
 		return fmt.Errorf("no Event %s naming %s", EventFallbackActive, ReasonFallbackDeadlinePassed)
 	})
+}
+
+// setReplicaFailure writes the Deployment's ReplicaFailure condition as the
+// deployment controller would (envtest runs none): True with reason
+// FailedCreate, msg and transition time at, or removed when msg is "".
+func setReplicaFailure(t *testing.T, ns, name, msg string, at time.Time) {
+	t.Helper()
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		d := &appsv1.Deployment{}
+		if err := k8s.Get(context.Background(), types.NamespacedName{Namespace: ns, Name: name}, d); err != nil {
+			return err
+		}
+		var conds []appsv1.DeploymentCondition
+		for _, c := range d.Status.Conditions {
+			if c.Type != appsv1.DeploymentReplicaFailure {
+				conds = append(conds, c)
+			}
+		}
+		if msg != "" {
+			conds = append(conds, appsv1.DeploymentCondition{
+				Type: appsv1.DeploymentReplicaFailure, Status: corev1.ConditionTrue, Reason: eventReasonFailedCreate, Message: msg,
+				LastUpdateTime: metav1.NewTime(at), LastTransitionTime: metav1.NewTime(at),
+			})
+		}
+		d.Status.Conditions = conds
+		return k8s.Status().Update(context.Background(), d)
+	})
+	if err != nil {
+		t.Fatalf("set the ReplicaFailure condition of Deployment %s: %v", name, err)
+	}
+}
+
+// TestFallbackOnPodsNotCreated: a wake whose pods a ResourceQuota forbids
+// (the Deployment's ReplicaFailure=True, FailedCreate) turns FallbackActive
+// True with reason PodsNotCreated and a Warning Event, long before
+// fallback.after, and status.wakeProgress stays Scaling with the
+// controller's message; a condition older than the wake does neither. The
+// condition cleared takes both back, and the target's ready endpoint ends
+// the wake.
+func TestFallbackOnPodsNotCreated(t *testing.T) {
+	op := startOperator(t, operatorOptions{triggers: newFakeTriggers(scaling.StateIdle)})
+	createResolver(t, op.resolverNS, "resolver-a", true, "10.0.0.1")
+	createDeployment(t, op.ns, "quota", 1)
+	createTempService(t, op.ns, "quota")
+	createTempService(t, op.ns, "quota-static")
+	setOwnSlice(t, op.ns, "quota", true)
+	setOwnSlice(t, op.ns, "quota-static", true)
+	createES(t, op.ns, "quota", "quota", "quota", withFallback("quota-static", "10m", "20m"))
+	putToSleep(t, op, "quota")
+
+	// A failure from before the wake: not this wake's.
+	const quota = `pods "quota-7d9f8-x2kq" is forbidden: exceeded quota: compute, requested: requests.cpu=2, used: requests.cpu=8, limited: requests.cpu=8`
+	setReplicaFailure(t, op.ns, "quota", "old: "+quota, time.Now().Add(-time.Hour))
+	if _, err := op.waker.Wake(ctxT(t), types.NamespacedName{Namespace: op.ns, Name: "quota"}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, wait, "waking", wantCondition(op.ns, "quota", elastiv1alpha1.ConditionActive, metav1.ConditionTrue, contract.ReasonWaking))
+	never(t, 2*time.Second, "no fallback on a failure older than the wake", func() error {
+		if c, err := fallbackCondition(op.ns, "quota"); err == nil && c.Status == metav1.ConditionTrue {
+			return fmt.Errorf("FallbackActive=True (%s: %s) on an old condition", c.Reason, c.Message)
+		}
+		return wantWakePhase(op.ns, "quota", elastiv1alpha1.WakePhaseScaling, msgNoPod)()
+	})
+
+	setReplicaFailure(t, op.ns, "quota", quota, time.Now())
+	eventually(t, wait, "FallbackActive=True PodsNotCreated", wantCondition(op.ns, "quota", elastiv1alpha1.ConditionFallbackActive, metav1.ConditionTrue, ReasonFallbackPodsNotCreated))
+	if c, err := fallbackCondition(op.ns, "quota"); err != nil || !strings.Contains(c.Message, msgPodsNotCreated+quota) || !strings.Contains(c.Message, "quota-static") {
+		t.Fatalf("condition %+v %v: want the controller's message and the fallback's name", c, err)
+	}
+	eventually(t, wait, "a FallbackActive Event", func() error {
+		for _, e := range eventsOf(t, op.ns, "quota", EventFallbackActive) {
+			if e.Type == corev1.EventTypeWarning && strings.Contains(e.Note, ReasonFallbackPodsNotCreated) && strings.Contains(e.Note, "exceeded quota") {
+				return nil
+			}
+		}
+		return fmt.Errorf("no Warning Event %s naming %s", EventFallbackActive, ReasonFallbackPodsNotCreated)
+	})
+	eventually(t, wait, "wakeProgress says why", wantWakePhase(op.ns, "quota", elastiv1alpha1.WakePhaseScaling, msgPodsNotCreated+quota))
+
+	// The quota is raised: the controller clears the condition.
+	setReplicaFailure(t, op.ns, "quota", "", time.Time{})
+	eventually(t, wait, "FallbackActive=False NotNeeded once cleared", wantCondition(op.ns, "quota", elastiv1alpha1.ConditionFallbackActive, metav1.ConditionFalse, ReasonFallbackNotNeeded))
+	eventually(t, wait, "wakeProgress waits again", wantWakePhase(op.ns, "quota", elastiv1alpha1.WakePhaseScaling, msgNoPod))
+
+	setOwnSlice(t, op.ns, "quota", true)
+	eventually(t, wait, "serve mode", wantMode(op.ns, "quota", elastiv1alpha1.ModeServe))
+	eventually(t, wait, "FallbackActive=False NotNeeded", wantCondition(op.ns, "quota", elastiv1alpha1.ConditionFallbackActive, metav1.ConditionFalse, ReasonFallbackNotNeeded))
+	eventually(t, wait, "no progress in serve mode", wantWakePhase(op.ns, "quota", "", ""))
+}
+
+// TestFallbackOnPodsNotCreatedStatefulSet: a StatefulSet has no
+// ReplicaFailure condition; its controller's FailedCreate Warning Event
+// about it, recorded since the wake, turns FallbackActive True with reason
+// PodsNotCreated. One recorded before the wake does not.
+func TestFallbackOnPodsNotCreatedStatefulSet(t *testing.T) {
+	op := startOperator(t, operatorOptions{triggers: newFakeTriggers(scaling.StateIdle)})
+	createResolver(t, op.resolverNS, "resolver-a", true, "10.0.0.1")
+	labels := map[string]string{"app": "db"}
+	mustCreate(t, &appsv1.StatefulSet{
+		ObjectMeta: metav1.ObjectMeta{Namespace: op.ns, Name: "db"},
+		Spec: appsv1.StatefulSetSpec{
+			Replicas: ptr.To[int32](1), ServiceName: "db",
+			Selector: &metav1.LabelSelector{MatchLabels: labels},
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: labels},
+				Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: "example.invalid/app:1"}}},
+			},
+		},
+	})
+	createTempService(t, op.ns, "db")
+	createTempService(t, op.ns, "db-static")
+	setOwnSlice(t, op.ns, "db", true)
+	setOwnSlice(t, op.ns, "db-static", true)
+	createES(t, op.ns, "db", "db", "db", withFallback("db-static", "10m", "20m"), func(es *elastiv1alpha1.ElastiService) {
+		es.Spec.ScaleTargetRef = elastiv1alpha1.ScaleTargetRef{APIVersion: "apps/v1", Kind: "StatefulSet", Name: "db"}
+	})
+	eventually(t, wait, "scaled to zero", func() error {
+		s := &appsv1.StatefulSet{}
+		if err := k8s.Get(context.Background(), types.NamespacedName{Namespace: op.ns, Name: "db"}, s); err != nil {
+			return err
+		}
+		if r := ptr.Deref(s.Spec.Replicas, 1); r != 0 {
+			return fmt.Errorf("StatefulSet db has %d replicas, want 0", r)
+		}
+		return nil
+	})
+	eventually(t, wait, "proxy mode", wantMode(op.ns, "db", elastiv1alpha1.ModeProxy))
+	setOwnSlice(t, op.ns, "db", false)
+
+	sts := &appsv1.StatefulSet{}
+	if err := k8s.Get(context.Background(), types.NamespacedName{Namespace: op.ns, Name: "db"}, sts); err != nil {
+		t.Fatal(err)
+	}
+	// The statefulset controller records through core/v1.
+	failedCreateEvent := func(name, msg string, at time.Time) {
+		t.Helper()
+		mustCreate(t, &corev1.Event{
+			ObjectMeta: metav1.ObjectMeta{Namespace: op.ns, Name: name},
+			InvolvedObject: corev1.ObjectReference{
+				Kind: "StatefulSet", APIVersion: "apps/v1", Namespace: op.ns, Name: "db", UID: sts.UID,
+			},
+			Reason: eventReasonFailedCreate, Message: msg, Type: corev1.EventTypeWarning, Count: 1,
+			FirstTimestamp: metav1.NewTime(at), LastTimestamp: metav1.NewTime(at), Source: corev1.EventSource{Component: "statefulset-controller"},
+		})
+	}
+	const quota = `create Pod db-0 in StatefulSet db failed error: pods "db-0" is forbidden: exceeded quota: compute, requested: requests.memory=4Gi, used: requests.memory=16Gi, limited: requests.memory=16Gi`
+	failedCreateEvent("db.old", "old: "+quota, time.Now().Add(-time.Hour))
+
+	if _, err := op.waker.Wake(ctxT(t), types.NamespacedName{Namespace: op.ns, Name: "db"}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, wait, "waking", wantCondition(op.ns, "db", elastiv1alpha1.ConditionActive, metav1.ConditionTrue, contract.ReasonWaking))
+	never(t, 2*time.Second, "no fallback on an Event older than the wake", func() error {
+		if c, err := fallbackCondition(op.ns, "db"); err == nil && c.Status == metav1.ConditionTrue {
+			return fmt.Errorf("FallbackActive=True (%s: %s) on an old Event", c.Reason, c.Message)
+		}
+		return nil
+	})
+
+	failedCreateEvent("db.new", quota, time.Now())
+	eventually(t, wait, "FallbackActive=True PodsNotCreated", wantCondition(op.ns, "db", elastiv1alpha1.ConditionFallbackActive, metav1.ConditionTrue, ReasonFallbackPodsNotCreated))
+	if c, err := fallbackCondition(op.ns, "db"); err != nil || !strings.Contains(c.Message, msgPodsNotCreated+quota) {
+		t.Fatalf("condition %+v %v: want the controller's message", c, err)
+	}
+	eventually(t, wait, "wakeProgress says why", wantWakePhase(op.ns, "db", elastiv1alpha1.WakePhaseScaling, msgPodsNotCreated+quota))
+
+	setOwnSlice(t, op.ns, "db", true)
+	eventually(t, wait, "FallbackActive=False NotNeeded", wantCondition(op.ns, "db", elastiv1alpha1.ConditionFallbackActive, metav1.ConditionFalse, ReasonFallbackNotNeeded))
 }

@@ -68,6 +68,10 @@ type observed struct {
 	keepAwake     bool
 	sleep         sleepgate.Verdict
 	triggers      *scaling.Result
+	// trafficSeen: the wake requested is an activation call, a resolver's
+	// report of traffic (also counted in wakeRequested). In the grace
+	// period of a scale-down it cancels the sleep (plan.sleepCancelled).
+	trafficSeen bool
 	// noTriggers: the ElastiService has none. It sleeps only if an HPA in
 	// custody says so alone (hpa).
 	noTriggers bool
@@ -119,6 +123,11 @@ type plan struct {
 	// failOpen: resolvers vanished while proxying.
 	failOpen     bool
 	requeueAfter time.Duration
+	// sleepCancelled: traffic that reached a resolver during the grace
+	// period (its confirmation window) calls the scale-down off. The wake
+	// that does so is recorded as a cancelled sleep: an Event and
+	// status.lastSleepCancelledTime.
+	sleepCancelled bool
 }
 
 // decide is the operator's state machine, as a pure function. An awake
@@ -193,8 +202,11 @@ func transition(o observed) plan {
 			// Traffic reached a resolver during the grace period (the
 			// resolver reports what it forwards as an activation call), or
 			// someone asked for a wake: the scale-down is called off, and
-			// the wake restarts the cooldown.
+			// the wake restarts the cooldown. Traffic is what the grace
+			// period waits for, and is recorded as a cancelled sleep (a
+			// target found at zero is woken, not kept up).
 			p.wake = true
+			p.sleepCancelled = o.trafficSeen && o.replicas > 0
 		case !canProxy:
 			p.failOpen = true
 		case o.graceStartedAt.IsZero():

@@ -91,6 +91,50 @@ func TestDecide(t *testing.T) {
 			o.ownReady = true
 			o.wakeRequested = true
 		}), plan{wake: true, slices: sliceDelete, mode: elastiv1alpha1.ModeServe, active: contract.ReasonServing, requeueAfter: 30 * time.Second}},
+		// Traffic is what the grace period waits for: an activation call
+		// (handed to the leader, or forwarded by a follower) cancels the
+		// sleep, and says so; any other wake only calls it off.
+		{"traffic during the grace cancels the sleep", base(phaseScalingDown, func(o *observed) {
+			o.graceStartedAt = now.Add(-time.Second)
+			o.ownReady = true
+			o.wakeRequested, o.trafficSeen = true, true
+		}), plan{wake: true, sleepCancelled: true, slices: sliceDelete, mode: elastiv1alpha1.ModeServe, active: contract.ReasonServing, requeueAfter: 30 * time.Second}},
+		{"traffic during the grace without a ready endpoint cancels it too", base(phaseScalingDown, func(o *observed) {
+			o.graceStartedAt = now.Add(-time.Second)
+			o.wakeRequested, o.trafficSeen = true, true
+		}), plan{wake: true, sleepCancelled: true, slices: sliceEnsure, mode: elastiv1alpha1.ModeProxy, active: contract.ReasonWaking}},
+		{"traffic in the grace period of a target already at zero wakes it", base(phaseScalingDown, func(o *observed) {
+			o.graceStartedAt = now.Add(-time.Second)
+			o.replicas = 0
+			o.wakeRequested, o.trafficSeen = true, true
+		}), plan{wake: true, slices: sliceEnsure, mode: elastiv1alpha1.ModeProxy, active: contract.ReasonWaking}},
+		{"keep-awake during the grace calls it off, not traffic", base(phaseScalingDown, func(o *observed) {
+			o.graceStartedAt = now.Add(-time.Second)
+			o.ownReady = true
+			o.keepAwake = true
+		}), plan{wake: true, slices: sliceDelete, mode: elastiv1alpha1.ModeServe, active: contract.ReasonServing, requeueAfter: 30 * time.Second}},
+		{"traffic in serve is a wake, no cancelled sleep", base(phaseServe, func(o *observed) {
+			o.ownReady = true
+			o.wakeRequested, o.trafficSeen = true, true
+		}), plan{wake: true, slices: sliceDelete, mode: elastiv1alpha1.ModeServe, active: contract.ReasonServing, requeueAfter: 30 * time.Second}},
+		{"traffic while asleep is a wake, no cancelled sleep", base(phaseProxy, func(o *observed) {
+			o.replicas = 0
+			o.wakeRequested, o.trafficSeen = true, true
+		}), plan{wake: true, slices: sliceEnsure, mode: elastiv1alpha1.ModeProxy, active: contract.ReasonWaking}},
+		// A longer grace period (spec.scaleDownGracePeriod) keeps waiting
+		// where the operator's default would be over.
+		{"a 30s grace period is not over after 3s", base(phaseScalingDown, func(o *observed) {
+			o.gracePeriod = 30 * time.Second
+			o.graceStartedAt = now.Add(-3 * time.Second)
+			o.ownReady = true
+			o.triggers = idle
+		}), plan{slices: sliceEnsure, mode: elastiv1alpha1.ModeProxy, active: contract.ReasonScalingDown, requeueAfter: 27 * time.Second}},
+		{"a 0s grace period is over at once", base(phaseScalingDown, func(o *observed) {
+			o.gracePeriod = 0
+			o.graceStartedAt = now
+			o.ownReady = true
+			o.triggers = idle
+		}), plan{slices: sliceEnsure, mode: elastiv1alpha1.ModeProxy, active: contract.ReasonScaledToZero, sleep: true}},
 		// At the end of the grace period the triggers are evaluated again.
 		{"grace over, triggers still idle: sleep", base(phaseScalingDown, func(o *observed) {
 			o.graceStartedAt = now.Add(-3 * time.Second)

@@ -41,11 +41,15 @@ type listed struct {
 func (r *Reconciler) observe(ctx context.Context, es *elastiv1alpha1.ElastiService, hold hpaHold) (observed, listed, error) {
 	key := client.ObjectKeyFromObject(es)
 	_, wakeNow := es.Annotations[contract.AnnotationWakeNow]
+	// An activation call reports traffic a resolver saw: handed to this
+	// leader directly, or by a follower through the wake-now annotation.
+	activation := r.wakes.isPending(key) || forwardedActivation(es.Annotations)
 	o := observed{
 		now:            r.clock.Now(),
-		gracePeriod:    r.cfg.GracePeriod,
+		gracePeriod:    gracePeriodOf(es.Spec, r.cfg.GracePeriod),
 		pollInterval:   r.cfg.PollingInterval,
-		wakeRequested:  wakeNow || r.wakes.isPending(key),
+		wakeRequested:  wakeNow || activation,
+		trafficSeen:    activation,
 		keepAwake:      contract.KeepAwake(es.Annotations),
 		graceStartedAt: r.grace.startedAt(key),
 		noTriggers:     len(es.Spec.Triggers) == 0,
@@ -116,10 +120,11 @@ func (r *Reconciler) observe(ctx context.Context, es *elastiv1alpha1.ElastiServi
 	if err != nil {
 		return o, l, err
 	}
-	if o.fallback, err = r.observeFallback(ctx, es, o, pods); err != nil {
+	notCreated := r.observePodsNotCreated(ctx, es, pods, podsListed)
+	if o.fallback, err = r.observeFallback(ctx, es, o, pods, notCreated); err != nil {
 		return o, l, err
 	}
-	o.wake = r.observeWake(ctx, es, o, pods, podsListed)
+	o.wake = r.observeWake(ctx, es, o, pods, podsListed, notCreated)
 
 	o.phase = currentPhase(es.Status, o.replicas)
 	o.sleep = sleepgate.Evaluate(gateView(es, hold.custody), o.now)

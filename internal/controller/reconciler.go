@@ -153,6 +153,12 @@ func (r *Reconciler) execute(ctx context.Context, es *elastiv1alpha1.ElastiServi
 			log.Info("target woken", "replicas", n)
 			r.recorder.Eventf(es, nil, corev1.EventTypeNormal, EventWoke, "Wake", "woke %s %s to %d replicas", es.Spec.ScaleTargetRef.Kind, es.Spec.ScaleTargetRef.Name, n)
 		}
+		if p.sleepCancelled {
+			log.Info("scale-down called off: traffic seen during the confirmation window", "gracePeriod", o.gracePeriod)
+			r.recorder.Eventf(es, nil, corev1.EventTypeNormal, EventSleepCancelled, "ScaleDown",
+				"sleep cancelled: traffic seen during the confirmation window; %s %s stays up and its cooldown starts again",
+				es.Spec.ScaleTargetRef.Kind, es.Spec.ScaleTargetRef.Name)
+		}
 		if !o.preWarm.IsZero() {
 			log.Info("pre-warm firing acted on", "firing", o.preWarm, "replicas", n, "scaled", scaled)
 			r.announcePreWarm(es, o.preWarm, n, scaled)

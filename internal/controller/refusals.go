@@ -174,6 +174,9 @@ type templateLabels struct {
 	found           bool
 	// requests are one replica's requests, for the ledger (ledger.go).
 	requests replicaRequests
+	// creation is what the target says of its pods' creation, for the
+	// fallback and status.wakeProgress (fallback_notcreated.go).
+	creation targetCreation
 }
 
 // labels returns the pod-template labels of the target, or nil when its
@@ -212,7 +215,7 @@ func (p *podTemplates) read(ctx context.Context, namespace string, ref elastiv1a
 		return templateLabels{}, false
 	}
 	m, found, err := unstructured.NestedStringMap(u.Object, "spec", "template", "metadata", "labels")
-	cur := templateLabels{resourceVersion: u.GetResourceVersion(), labels: m, found: found && err == nil, requests: templateRequests(u)}
+	cur := templateLabels{resourceVersion: u.GetResourceVersion(), labels: m, found: found && err == nil, requests: templateRequests(u), creation: targetCreationOf(u)}
 	p.mu.Lock()
 	if p.seen == nil || len(p.seen) > 4096 {
 		p.seen = map[templateKey]templateLabels{}

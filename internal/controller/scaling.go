@@ -210,3 +210,23 @@ func (g *graceTimers) stop(key types.NamespacedName) {
 	defer g.mu.Unlock()
 	delete(g.started, key)
 }
+
+// maxScaleDownGracePeriod is the longest spec.scaleDownGracePeriod the
+// API accepts (the CRD's rules say 10m).
+const maxScaleDownGracePeriod = 10 * time.Minute
+
+// gracePeriodOf is how long es's scale-down waits, with the proxy slice in
+// place, before the target goes to zero: spec.scaleDownGracePeriod when
+// set, else def (the operator's --grace-period). The CRD's rules admit
+// only durations from 0s to 10m; a value that cannot be read anyway falls
+// back to def, and one out of bounds is brought within them.
+func gracePeriodOf(spec elastiv1alpha1.ElastiServiceSpec, def time.Duration) time.Duration {
+	if spec.ScaleDownGracePeriod == "" {
+		return def
+	}
+	d, err := time.ParseDuration(spec.ScaleDownGracePeriod)
+	if err != nil {
+		return def
+	}
+	return min(max(d, 0), maxScaleDownGracePeriod)
+}

@@ -80,6 +80,9 @@ func desiredStatus(es *elastiv1alpha1.ElastiService, o observed, p plan, fx effe
 	if fx.slept {
 		st.LastScaledDownTime = &now
 	}
+	if fx.woke && p.sleepCancelled {
+		st.LastSleepCancelledTime = &now
+	}
 	set := func(typ string, status metav1.ConditionStatus, reason, msg string) {
 		meta.SetStatusCondition(&st.Conditions, metav1.Condition{
 			Type: typ, Status: status, Reason: reason, Message: msg,
@@ -119,7 +122,8 @@ func desiredStatus(es *elastiv1alpha1.ElastiService, o observed, p plan, fx effe
 	case p.active == contract.ReasonScaledToZero:
 		set(elastiv1alpha1.ConditionActive, metav1.ConditionFalse, contract.ReasonScaledToZero, "the target is at zero replicas; the resolvers hold its traffic")
 	case p.active == contract.ReasonScalingDown:
-		set(elastiv1alpha1.ConditionActive, metav1.ConditionTrue, contract.ReasonScalingDown, "the triggers are idle; the target goes to zero after the grace period")
+		set(elastiv1alpha1.ConditionActive, metav1.ConditionTrue, contract.ReasonScalingDown, fmt.Sprintf(
+			"the triggers are idle; the target goes to zero after the %s grace period, unless traffic reaches a resolver first", o.gracePeriod))
 	case p.active == contract.ReasonWaking:
 		set(elastiv1alpha1.ConditionActive, metav1.ConditionTrue, contract.ReasonWaking, "the target was woken and has no ready endpoint yet")
 	default:

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -266,10 +267,25 @@ func (w *Waker) timeout() time.Duration {
 	return w.Timeout
 }
 
-// annotateWakeNow asks the leader to wake an ElastiService.
+// wakeNowByActivation starts the wake-now value a follower writes for an
+// activation call, so that the leader tells a resolver's report of traffic
+// from a wake someone asked for (`kubectl elasti wake` writes a bare
+// timestamp): traffic that reaches a resolver during a scale-down's grace
+// period cancels the sleep, and is recorded as such (observed.trafficSeen).
+const wakeNowByActivation = "activation "
+
+// forwardedActivation reports whether annotations carry an activation call
+// that a follower handed to the leader.
+func forwardedActivation(annotations map[string]string) bool {
+	v, ok := annotations[contract.AnnotationWakeNow]
+	return ok && strings.HasPrefix(v, wakeNowByActivation)
+}
+
+// annotateWakeNow asks the leader to wake an ElastiService for an
+// activation call.
 func annotateWakeNow(ctx context.Context, c client.Writer, es *elastiv1alpha1.ElastiService, now time.Time) error {
 	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]string{
-		contract.AnnotationWakeNow: now.UTC().Format(time.RFC3339Nano),
+		contract.AnnotationWakeNow: wakeNowByActivation + now.UTC().Format(time.RFC3339Nano),
 	}}})
 	if err != nil {
 		return fmt.Errorf("encode wake-now patch: %w", err)

@@ -16,13 +16,15 @@ import (
 
 // status.wakeProgress says how far a wake from zero has got, for the
 // resolvers' waking page. It is read from the target's pods (conditions and
-// container states) and their Events, never from a timer. It exists while
-// decide keeps the ElastiService in proxy mode with Active=Waking and the
-// ledger's cold start (ledger.go) is pending: from the wake's own status
-// write (Scaling) until the reconcile that sees the Service's own ready
-// endpoint, which switches to serve and clears it. Phase Ready therefore
-// shows only between a pod's readiness and its endpoint's. At zero, in
-// serve mode and when the ElastiService stands down it is unset.
+// container states) and their Events, never from a timer; while no pod
+// exists, from what the target says of the pods its controller cannot
+// create (fallback_notcreated.go). It exists while decide keeps the
+// ElastiService in proxy mode with Active=Waking and the ledger's cold
+// start (ledger.go) is pending: from the wake's own status write (Scaling)
+// until the reconcile that sees the Service's own ready endpoint, which
+// switches to serve and clears it. Phase Ready therefore shows only between
+// a pod's readiness and its endpoint's. At zero, in serve mode and when the
+// ElastiService stands down it is unset.
 
 // wakeProgressRecheck is how often a reconcile comes back while a wake's
 // progress is short of Ready: the target's pods are not watched, and an
@@ -49,8 +51,18 @@ const (
 	waitingImagePullBackOff = "ImagePullBackOff"
 )
 
-// msgNoPod is the Scaling phase's message.
+// msgNoPod is the Scaling phase's message while the workload controller
+// gives no reason for the missing pod.
 const msgNoPod = "waiting for the workload controller to create a pod"
+
+// scalingMessage is the Scaling phase's message: why the workload
+// controller creates no pod, when it says (observePodsNotCreated).
+func scalingMessage(notCreated string) string {
+	if notCreated == "" {
+		return msgNoPod
+	}
+	return truncateMessage(msgPodsNotCreated + notCreated)
+}
 
 // wakeObserved is what status.wakeProgress is derived from.
 type wakeObserved struct {

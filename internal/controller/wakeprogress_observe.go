@@ -23,9 +23,9 @@ func wakeInProgress(es *elastiv1alpha1.ElastiService, o observed) bool {
 
 // wakingPods lists the pods of the Service, live, while a wake is in
 // progress: the fallback looks for unschedulable ones (fallback.go),
-// status.wakeProgress for the one furthest along. A reconcile lists them
-// once for both. listed is false when the Service has no selector to list
-// them by.
+// status.wakeProgress for the one furthest along, and both for none at all
+// (fallback_notcreated.go). A reconcile lists them once for all three.
+// listed is false when the Service has no selector to list them by.
 func (r *Reconciler) wakingPods(ctx context.Context, es *elastiv1alpha1.ElastiService, svc *corev1.Service, o observed) (pods []corev1.Pod, listed bool, err error) {
 	if !wakeInProgress(es, o) || !o.serviceFound || len(svc.Spec.Selector) == 0 || r.live == nil {
 		return nil, false, nil
@@ -43,8 +43,9 @@ func (r *Reconciler) wakingPods(ctx context.Context, es *elastiv1alpha1.ElastiSe
 // with the Events of the pods whose phase depends on them, listed live by
 // field selector; the cache holds no Event. A refused Event list leaves
 // image pulls unseen (such pods show as Starting) rather than failing the
-// reconcile.
-func (r *Reconciler) observeWake(ctx context.Context, es *elastiv1alpha1.ElastiService, o observed, pods []corev1.Pod, listed bool) wakeObserved {
+// reconcile. notCreated is why the workload controller creates no pod
+// (observePodsNotCreated): the Scaling phase's message says it.
+func (r *Reconciler) observeWake(ctx context.Context, es *elastiv1alpha1.ElastiService, o observed, pods []corev1.Pod, listed bool, notCreated string) wakeObserved {
 	var w wakeObserved
 	if activeReason(es.Status) == contract.ReasonScaledToZero {
 		// The status this reconcile writes leaves ScaledToZero: nextLedger
@@ -70,5 +71,8 @@ func (r *Reconciler) observeWake(ctx context.Context, es *elastiv1alpha1.ElastiS
 	}
 	w.looked = true
 	w.phase, w.message, w.pod = wakeProgressOf(pods, events, w.began)
+	if w.phase == elastiv1alpha1.WakePhaseScaling {
+		w.message = scalingMessage(notCreated)
+	}
 	return w
 }

@@ -36,8 +36,9 @@ func fallbackOf(es *elastiv1alpha1.ElastiService) *FallbackRoute {
 }
 
 // operatorSaysFallback reads the operator's FallbackActive condition: True
-// when the wake failed (pods unschedulable, scale write refused) or has
-// taken longer than fallback.after, until the target is ready.
+// when the wake failed (scale write refused, pods not created, pods
+// unschedulable) or has taken longer than fallback.after, until the target
+// is ready.
 func operatorSaysFallback(es *elastiv1alpha1.ElastiService) bool {
 	return fallbackOf(es) != nil && meta.IsStatusConditionTrue(es.Status.Conditions, elastiv1alpha1.ConditionFallbackActive)
 }

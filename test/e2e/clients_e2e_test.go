@@ -526,6 +526,19 @@ func TestTrafficCallsOffScaleDown(t *testing.T) {
 	for _, f := range load.failures {
 		t.Errorf("GET failed at %s", f)
 	}
+	// Each call-off by traffic is said: an Event, and the status's
+	// lastSleepCancelledTime.
+	ctx := context.Background()
+	if n, err := e.EventCount(ctx, ns, "demoapp", "SleepCancelled"); err != nil {
+		t.Error(err)
+	} else if n == 0 {
+		t.Errorf("%d scale-downs called off by traffic, and no SleepCancelled Event", attempts)
+	}
+	if es, err := e.GetElastiService(ctx, ns, "demoapp"); err != nil {
+		t.Error(err)
+	} else if es.Status.LastSleepCancelledTime == nil {
+		t.Error("status.lastSleepCancelledTime is unset after scale-downs called off by traffic")
+	}
 }
 
 // isConnClosed reports whether err is the server closing the connection

@@ -22,6 +22,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -404,4 +405,67 @@ func TestFallbackWhenUnschedulable(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// TestFallbackWhenQuotaForbidsPods: a ResourceQuota created while the
+// target sleeps leaves no room for its pod: the wake's scale write
+// succeeds, and the workload controller cannot create the pod. A request
+// held at zero goes to the fallback long before fallback.after, with
+// FallbackActive=True PodsNotCreated, and status.wakeProgress says why the
+// wake is stuck.
+func TestFallbackWhenQuotaForbidsPods(t *testing.T) {
+	e := Get(t)
+	ns, ip := demoApp(t, e)
+	e.Create(t, DemoAppDeployment(ns, "fallback", 1), DemoAppService(ns, "fallback"))
+	e.WaitReadyEndpoints(t, ns, "fallback", 1, 2*time.Minute)
+	es := e.ElastiServiceFor(ns, "demoapp", IdleQuery)
+	es.Spec.Proxy = &elastiv1alpha1.ProxySpec{HoldTimeout: "10m", Fallback: &elastiv1alpha1.Fallback{Service: "fallback", After: "5m"}}
+	e.Create(t, es)
+	e.WaitAsleep(t, ns, "demoapp", 2*time.Minute)
+	// The fallback's pod is the namespace's one pod.
+	e.Create(t, &corev1.ResourceQuota{
+		ObjectMeta: metav1.ObjectMeta{Name: "one-pod", Namespace: ns},
+		Spec:       corev1.ResourceQuotaSpec{Hard: corev1.ResourceList{corev1.ResourcePods: resource.MustParse("1")}},
+	})
+	Eventually(t, time.Minute, 250*time.Millisecond, func(ctx context.Context) error {
+		var q corev1.ResourceQuota
+		if err := e.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "one-pod"}, &q); err != nil {
+			return err
+		}
+		if used, ok := q.Status.Used[corev1.ResourcePods]; !ok || used.Value() != 1 {
+			return fmt.Errorf("quota not computed yet: used %v", q.Status.Used)
+		}
+		return nil
+	})
+	e.SetQuery(t, ns, "demoapp", BusyQuery)
+
+	start := time.Now()
+	got, err := GetWith(context.Background(), e.keepAliveClient(6*time.Minute), httpURL(ip, DemoHTTPPort), "")
+	took := time.Since(start)
+	if err != nil {
+		t.Fatalf("request held at zero with no room for the target's pod: after %s: %v", took.Round(time.Millisecond), err)
+	}
+	if !strings.HasPrefix(got, "hello from fallback-") {
+		t.Fatalf("held request answered %q; want the fallback's answer", got)
+	}
+	if took >= 5*time.Minute {
+		t.Errorf("the fallback took over after %s, not before fallback.after (5m): the refused pod was not noticed", took)
+	}
+	t.Logf("held request answered by the fallback after %s", took.Round(time.Millisecond))
+	Eventually(t, time.Minute, 250*time.Millisecond, func(ctx context.Context) error {
+		es, err := e.GetElastiService(ctx, ns, "demoapp")
+		if err != nil {
+			return err
+		}
+		if c := Condition(es, elastiv1alpha1.ConditionFallbackActive); c == nil || c.Status != "True" || c.Reason != "PodsNotCreated" {
+			return fmt.Errorf("FallbackActive is not True/PodsNotCreated: %s", conditions(es))
+		}
+		if wp := es.Status.WakeProgress; wp == nil || wp.Phase != elastiv1alpha1.WakePhaseScaling || !strings.Contains(wp.Message, "exceeded quota") {
+			return fmt.Errorf("wakeProgress %+v; want Scaling with the quota's message", wp)
+		}
+		return nil
+	})
+	if n, _, err := e.Replicas(context.Background(), ns, "demoapp"); err != nil || n == 0 {
+		t.Errorf("the target has %d replicas (%v): the wake's scale write should stand while the fallback serves", n, err)
+	}
 }
