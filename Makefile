@@ -74,7 +74,7 @@ test-unit: ## Unit tests under the race detector, then each fuzz target for $(FU
 test-integration: deps ## Integration tests against a real kube-apiserver and etcd (envtest).
 	@rm -f bin/integration-apiservers.txt; mkdir -p bin
 	KUBEBUILDER_ASSETS=$(K8S_BIN) ELASTI_INTEGRATION_REPORT=$(CURDIR)/bin/integration-apiservers.txt \
-	  go test -race -count=1 -tags integration -p 1 ./...
+	  go test -race -count=1 -tags integration -p 1 -timeout 30m ./...
 	@echo "integration tests ran against these control planes:"; sort bin/integration-apiservers.txt
 
 .PHONY: test-integration-oldest
