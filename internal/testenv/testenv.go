@@ -85,6 +85,10 @@ func Start(opts Options) (*Env, error) {
 		ErrorIfCRDPathMissing: true,
 		Scheme:                s,
 	}
+	// envtest's default Service range is a /24: 254 ClusterIPs for a whole
+	// package, which the controller suite's Services (never deleted, as
+	// there is no garbage collector) fill. A /16 holds them all.
+	env.ControlPlane.GetAPIServer().Configure().Set("service-cluster-ip-range", "10.0.0.0/16")
 	cfg, err := env.Start()
 	if err != nil {
 		return nil, fmt.Errorf("start kube-apiserver and etcd from %s: %w", assets, err)
