@@ -3,22 +3,17 @@
 package e2e
 
 import (
-	"bufio"
 	"context"
 	"crypto/sha256"
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
-	"google.golang.org/protobuf/types/known/wrapperspb"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -133,48 +128,8 @@ func TestThreeMinuteColdStart(t *testing.T) {
 			body := []byte(strings.Repeat("a cold start of three minutes\n", 2000))
 			return postWithBody(ctx, e.keepAliveClient(delay+3*time.Minute), httpURL(ip, DemoHTTPPort), body)
 		},
-		"grpc": func(ctx context.Context) error {
-			conn, err := grpc.NewClient("passthrough:///"+net.JoinHostPort(ip, fmt.Sprint(DemoGRPCPort)),
-				grpc.WithTransportCredentials(insecure.NewCredentials()),
-				grpc.WithContextDialer(func(ctx context.Context, addr string) (net.Conn, error) {
-					return e.Dialer.DialContext(ctx, "tcp", addr)
-				}))
-			if err != nil {
-				return err
-			}
-			defer conn.Close()
-			var out wrapperspb.StringValue
-			if err := conn.Invoke(ctx, "/elasti.demo.Echo/Echo", wrapperspb.String("slow"), &out); err != nil {
-				return err
-			}
-			if out.GetValue() != "slow" {
-				return fmt.Errorf("echo returned %q", out.GetValue())
-			}
-			return nil
-		},
-		"tcp": func(ctx context.Context) error {
-			conn, err := e.Dialer.DialContext(ctx, "tcp", net.JoinHostPort(ip, fmt.Sprint(DemoTCPPort)))
-			if err != nil {
-				return err
-			}
-			defer conn.Close()
-			if dl, ok := ctx.Deadline(); ok {
-				_ = conn.SetDeadline(dl)
-			}
-			// Written at once: the bytes wait in the resolver with the
-			// connection.
-			if _, err := fmt.Fprintln(conn, "held"); err != nil {
-				return err
-			}
-			line, err := bufio.NewReader(conn).ReadString('\n')
-			if err != nil {
-				return err
-			}
-			if line != "held\n" {
-				return fmt.Errorf("echo returned %q", line)
-			}
-			return nil
-		},
+		"grpc": func(ctx context.Context) error { return e.grpcEcho(ctx, ip, "slow") },
+		"tcp":  func(ctx context.Context) error { return e.tcpEcho(ctx, ip, "held") },
 	}
 	type result struct {
 		name string
@@ -311,13 +266,10 @@ func TestLedgerAgreesWithMeasured(t *testing.T) {
 		period, r.Sub(w), s.Sub(w), st.Sub(w), r.Sub(w), answered.Sub(sent).Round(time.Millisecond))
 }
 
-// TestFallbackWhenUnschedulable: the target's pods cannot be scheduled (a
-// nodeSelector no node has). A request held at zero goes to the fallback
-// Service long before fallback.after, FallbackActive turns True with
-// PodsUnschedulable and an Event, and new requests go there too. Once the
-// target can be scheduled, it serves again and the fallback stands down.
-func TestFallbackWhenUnschedulable(t *testing.T) {
-	e := Get(t)
+// sleepingWithFallback is demoApp asleep, with a second demo app as its
+// spec.proxy.fallback (after 5m, holdTimeout 10m).
+func sleepingWithFallback(t *testing.T, e *Env) (string, string) {
+	t.Helper()
 	ns, ip := demoApp(t, e)
 	e.Create(t, DemoAppDeployment(ns, "fallback", 1), DemoAppService(ns, "fallback"))
 	e.WaitReadyEndpoints(t, ns, "fallback", 1, 2*time.Minute)
@@ -325,6 +277,17 @@ func TestFallbackWhenUnschedulable(t *testing.T) {
 	es.Spec.Proxy = &elastiv1alpha1.ProxySpec{HoldTimeout: "10m", Fallback: &elastiv1alpha1.Fallback{Service: "fallback", After: "5m"}}
 	e.Create(t, es)
 	e.WaitAsleep(t, ns, "demoapp", 2*time.Minute)
+	return ns, ip
+}
+
+// TestFallbackWhenUnschedulable: the target's pods cannot be scheduled (a
+// nodeSelector no node has). A request held at zero goes to the fallback
+// Service long before fallback.after, FallbackActive turns True with
+// PodsUnschedulable and an Event, and new requests go there too. Once the
+// target can be scheduled, it serves again and the fallback stands down.
+func TestFallbackWhenUnschedulable(t *testing.T) {
+	e := Get(t)
+	ns, ip := sleepingWithFallback(t, e)
 	e.updateDeployment(t, ns, "demoapp", func(d *appsv1.Deployment) {
 		d.Spec.Template.Spec.NodeSelector = map[string]string{"elasti.dev/e2e-no-such-node": "true"}
 	})
@@ -415,13 +378,7 @@ func TestFallbackWhenUnschedulable(t *testing.T) {
 // wake is stuck.
 func TestFallbackWhenQuotaForbidsPods(t *testing.T) {
 	e := Get(t)
-	ns, ip := demoApp(t, e)
-	e.Create(t, DemoAppDeployment(ns, "fallback", 1), DemoAppService(ns, "fallback"))
-	e.WaitReadyEndpoints(t, ns, "fallback", 1, 2*time.Minute)
-	es := e.ElastiServiceFor(ns, "demoapp", IdleQuery)
-	es.Spec.Proxy = &elastiv1alpha1.ProxySpec{HoldTimeout: "10m", Fallback: &elastiv1alpha1.Fallback{Service: "fallback", After: "5m"}}
-	e.Create(t, es)
-	e.WaitAsleep(t, ns, "demoapp", 2*time.Minute)
+	ns, ip := sleepingWithFallback(t, e)
 	// The fallback's pod is the namespace's one pod.
 	e.Create(t, &corev1.ResourceQuota{
 		ObjectMeta: metav1.ObjectMeta{Name: "one-pod", Namespace: ns},

@@ -125,51 +125,61 @@ func TestProtocolsThroughWake(t *testing.T) {
 	})
 
 	t.Run("grpc h2c", func(t *testing.T) {
-		atZero(t, e, ns, "demoapp", func(ctx context.Context) error {
-			conn, err := grpc.NewClient("passthrough:///"+net.JoinHostPort(clusterIP, fmt.Sprint(DemoGRPCPort)),
-				grpc.WithTransportCredentials(insecure.NewCredentials()),
-				grpc.WithContextDialer(func(ctx context.Context, addr string) (net.Conn, error) {
-					return e.Dialer.DialContext(ctx, "tcp", addr)
-				}))
-			if err != nil {
-				return err
-			}
-			defer conn.Close()
-			var out wrapperspb.StringValue
-			if err := conn.Invoke(ctx, "/elasti.demo.Echo/Echo", wrapperspb.String("wake"), &out); err != nil {
-				return err
-			}
-			if out.GetValue() != "wake" {
-				return fmt.Errorf("echo returned %q", out.GetValue())
-			}
-			return nil
-		})
+		atZero(t, e, ns, "demoapp", func(ctx context.Context) error { return e.grpcEcho(ctx, clusterIP, "wake") })
 	})
 
 	t.Run("tcp echo", func(t *testing.T) {
-		atZero(t, e, ns, "demoapp", func(ctx context.Context) error {
-			conn, err := e.Dialer.DialContext(ctx, "tcp", net.JoinHostPort(clusterIP, fmt.Sprint(DemoTCPPort)))
-			if err != nil {
-				return err
-			}
-			defer conn.Close()
-			if dl, ok := ctx.Deadline(); ok {
-				_ = conn.SetDeadline(dl)
-			}
-			r := bufio.NewReader(conn)
-			for _, msg := range []string{"ping", "pong"} {
-				if _, err := fmt.Fprintln(conn, msg); err != nil {
-					return err
-				}
-				line, err := r.ReadString('\n')
-				if err != nil {
-					return err
-				}
-				if line != msg+"\n" {
-					return fmt.Errorf("echo returned %q, want %q", line, msg)
-				}
-			}
-			return nil
-		})
+		atZero(t, e, ns, "demoapp", func(ctx context.Context) error { return e.tcpEcho(ctx, clusterIP, "ping", "pong") })
 	})
+}
+
+// grpcEcho calls the demo app's echo RPC over h2c on ip's gRPC port, on a
+// connection of its own, and checks that msg comes back.
+func (e *Env) grpcEcho(ctx context.Context, ip, msg string) error {
+	conn, err := grpc.NewClient("passthrough:///"+net.JoinHostPort(ip, fmt.Sprint(DemoGRPCPort)),
+		grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithContextDialer(func(ctx context.Context, addr string) (net.Conn, error) {
+			return e.Dialer.DialContext(ctx, "tcp", addr)
+		}))
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	var out wrapperspb.StringValue
+	if err := conn.Invoke(ctx, "/elasti.demo.Echo/Echo", wrapperspb.String(msg), &out); err != nil {
+		return err
+	}
+	if out.GetValue() != msg {
+		return fmt.Errorf("echo returned %q, want %q", out.GetValue(), msg)
+	}
+	return nil
+}
+
+// tcpEcho opens one connection to ip's TCP echo port and, in turn, writes
+// each line of msgs and checks that it comes back, until ctx's deadline.
+// The first line is written as soon as the connection opens: at zero, it
+// waits in the resolver with the connection.
+func (e *Env) tcpEcho(ctx context.Context, ip string, msgs ...string) error {
+	conn, err := e.Dialer.DialContext(ctx, "tcp", net.JoinHostPort(ip, fmt.Sprint(DemoTCPPort)))
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	if dl, ok := ctx.Deadline(); ok {
+		_ = conn.SetDeadline(dl)
+	}
+	r := bufio.NewReader(conn)
+	for _, msg := range msgs {
+		if _, err := fmt.Fprintln(conn, msg); err != nil {
+			return err
+		}
+		line, err := r.ReadString('\n')
+		if err != nil {
+			return err
+		}
+		if line != msg+"\n" {
+			return fmt.Errorf("echo returned %q, want %q", line, msg)
+		}
+	}
+	return nil
 }
