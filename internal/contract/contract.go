@@ -109,3 +109,8 @@ const DefaultHoldTimeout = 5 * time.Minute
 // minutes to load, short enough that a forgotten request does not hold a
 // slot for a day. The resolver caps a longer value that reached it anyway.
 const MaxHoldTimeout = time.Hour
+
+// MaxScaleDownGracePeriod is the longest spec.scaleDownGracePeriod the API
+// accepts (its CEL rule says 10m). The operator caps a longer value that
+// reached it anyway.
+const MaxScaleDownGracePeriod = 10 * time.Minute

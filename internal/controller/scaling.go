@@ -211,10 +211,6 @@ func (g *graceTimers) stop(key types.NamespacedName) {
 	delete(g.started, key)
 }
 
-// maxScaleDownGracePeriod is the longest spec.scaleDownGracePeriod the
-// API accepts (the CRD's rules say 10m).
-const maxScaleDownGracePeriod = 10 * time.Minute
-
 // gracePeriodOf is how long es's scale-down waits, with the proxy slice in
 // place, before the target goes to zero: spec.scaleDownGracePeriod when
 // set, else def (the operator's --grace-period). The CRD's rules admit
@@ -228,5 +224,5 @@ func gracePeriodOf(spec elastiv1alpha1.ElastiServiceSpec, def time.Duration) tim
 	if err != nil {
 		return def
 	}
-	return min(max(d, 0), maxScaleDownGracePeriod)
+	return min(max(d, 0), contract.MaxScaleDownGracePeriod)
 }
