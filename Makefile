@@ -19,6 +19,10 @@ export K8S_VERSION ?= v1.37.2
 # integration tests against it too.
 OLDEST_K8S_VERSION := v1.35.4
 K8S_BIN = $$(hack/k8s-binaries.sh)
+# VictoriaMetrics single-node and vmauth, the Prometheus-compatible backend with
+# tenants and authentication that internal/scaling's integration tests query;
+# hack/victoriametrics.sh builds them into the same cache.
+VM_BIN = $$(hack/victoriametrics.sh)
 
 # Time each fuzz target runs inside `make test-unit`.
 FUZZTIME ?= 10s
@@ -73,7 +77,8 @@ test-unit: ## Unit tests under the race detector, then each fuzz target for $(FU
 .PHONY: test-integration
 test-integration: deps ## Integration tests against a real kube-apiserver and etcd (envtest).
 	@rm -f bin/integration-apiservers.txt; mkdir -p bin
-	KUBEBUILDER_ASSETS=$(K8S_BIN) ELASTI_INTEGRATION_REPORT=$(CURDIR)/bin/integration-apiservers.txt \
+	@hack/victoriametrics.sh >/dev/null # a failed build stops here; later calls only print the directory
+	KUBEBUILDER_ASSETS=$(K8S_BIN) ELASTI_VICTORIAMETRICS_DIR=$(VM_BIN) ELASTI_INTEGRATION_REPORT=$(CURDIR)/bin/integration-apiservers.txt \
 	  go test -race -count=1 -tags integration -p 1 -timeout 30m ./...
 	@echo "integration tests ran against these control planes:"; sort bin/integration-apiservers.txt
 

@@ -149,7 +149,7 @@ type ScaleTargetRef struct {
 }
 
 // TriggerType names a kind of trigger.
-// +kubebuilder:validation:Enum=prometheus;podMetrics
+// +kubebuilder:validation:Enum=prometheus;podMetrics;network
 type TriggerType string
 
 // Trigger types.
@@ -160,6 +160,11 @@ const (
 	// ready pods itself, with no Prometheus server, and compares its rate
 	// over the cooldown period with a threshold.
 	TriggerTypePodMetrics TriggerType = "podMetrics"
+	// TriggerTypeNetwork reads the bytes the target's pods receive from the
+	// kubelets' Summary API, with no Prometheus server and no metrics in
+	// the app, and compares what exceeds the pods' own probes with a
+	// threshold.
+	TriggerTypeNetwork TriggerType = "network"
 )
 
 // ScaleTrigger reports whether the target is idle.
@@ -177,9 +182,12 @@ const (
 // +kubebuilder:validation:XValidation:rule="self.type != 'podMetrics' || !has(self.metadata) || !has(self.metadata.query)",message="metadata.query is for prometheus triggers only; a podMetrics trigger reads metadata.metricName from the pods' own metrics page: remove query, and name the counter instead, such as metricName: http_requests_total",fieldPath=".metadata.query",reason="FieldValueForbidden"
 // +kubebuilder:validation:XValidation:rule="self.type != 'podMetrics' || !has(self.metadata) || !has(self.metadata.serverAddress)",message="metadata.serverAddress is for prometheus triggers only; a podMetrics trigger scrapes the target's ready pods itself: remove serverAddress, and name the pods' metrics port instead, such as port: 8080",fieldPath=".metadata.serverAddress",reason="FieldValueForbidden"
 // +kubebuilder:validation:XValidation:rule="self.type != 'podMetrics' || !has(self.metadata) || !has(self.metadata.uptimeFilter)",message="metadata.uptimeFilter is for prometheus triggers only; a podMetrics trigger keeps its own history and reports active until it covers the cooldown period: remove uptimeFilter",fieldPath=".metadata.uptimeFilter",reason="FieldValueForbidden"
+// +kubebuilder:validation:XValidation:rule="self.type != 'network' || !has(self.metadata) || (!has(self.metadata.query) && !has(self.metadata.serverAddress) && !has(self.metadata.uptimeFilter) && !has(self.metadata.headers) && !has(self.metadata.authSecretRef) && !has(self.metadata.basicAuthSecretRef) && !has(self.metadata.metricName) && !has(self.metadata.labels) && !has(self.metadata.port) && !has(self.metadata.path))",message="a network trigger takes only metadata.threshold, in bytes per second received beyond the pods' probes, such as 64; it reads the kubelets, not Prometheus or the pods: remove query, serverAddress, uptimeFilter, headers, authSecretRef, basicAuthSecretRef, metricName, labels, port and path",fieldPath=".metadata",reason="FieldValueForbidden"
+// +kubebuilder:validation:XValidation:rule="!has(self.metadata) || !has(self.metadata.authSecretRef) || !has(self.metadata.basicAuthSecretRef)",message="metadata.authSecretRef and metadata.basicAuthSecretRef cannot both be set: a request carries one Authorization header. Keep authSecretRef for a bearer token, or basicAuthSecretRef for a username and password",fieldPath=".metadata.basicAuthSecretRef",reason="FieldValueForbidden"
 type ScaleTrigger struct {
-	// Type of the trigger: prometheus (a PromQL query) or podMetrics (a
-	// counter scraped from the target's pods).
+	// Type of the trigger: prometheus (a PromQL query), podMetrics (a
+	// counter scraped from the target's pods) or network (the bytes the
+	// target's pods receive, from the kubelets).
 	// +required
 	Type TriggerType `json:"type"`
 
@@ -208,7 +216,10 @@ type TriggerMetadata struct {
 	// Threshold: a result below it means idle. For a prometheus trigger the
 	// result is the query's value; for a podMetrics trigger it is the
 	// counter's rate in increments per second over the cooldown period,
-	// summed over the pods (0.01 is one request in 100 s). A number or a
+	// summed over the pods (0.01 is one request in 100 s); for a network
+	// trigger it is the bytes per second the pods received over the
+	// cooldown period beyond what their probes account for, and it
+	// defaults to the operator's --network-threshold. A number or a
 	// numeric string between -1e308 and 1e308; admission rejects anything
 	// else (see the elasti-trigger-threshold ValidatingAdmissionPolicy).
 	// +optional
@@ -234,6 +245,14 @@ type TriggerMetadata struct {
 	// podMetrics trigger, to every pod scraped.
 	// +optional
 	AuthSecretRef *SecretKeySelector `json:"authSecretRef,omitempty"`
+
+	// BasicAuthSecretRef names a Secret in the ElastiService's namespace
+	// whose keys username and password (those of a kubernetes.io/basic-auth
+	// Secret) are sent as HTTP basic authentication, to Prometheus or, for
+	// a podMetrics trigger, to every pod scraped. It cannot be set with
+	// authSecretRef.
+	// +optional
+	BasicAuthSecretRef *LocalSecretReference `json:"basicAuthSecretRef,omitempty"`
 
 	// MetricName is the counter a podMetrics trigger reads from each pod's
 	// metrics page, as the page names it, such as http_requests_total. A
@@ -283,6 +302,15 @@ type SecretKeySelector struct {
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=253
 	Key string `json:"key"`
+}
+
+// LocalSecretReference names a Secret in the same namespace.
+type LocalSecretReference struct {
+	// Name of the Secret.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	Name string `json:"name"`
 }
 
 // AutoscalerType names an autoscaler that also scales the target.

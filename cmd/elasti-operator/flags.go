@@ -12,6 +12,7 @@ import (
 	"elasti.dev/elasti/internal/admission"
 	"elasti.dev/elasti/internal/contract"
 	"elasti.dev/elasti/internal/controller"
+	"elasti.dev/elasti/internal/scaling"
 )
 
 // options is everything the flags and environment set.
@@ -27,6 +28,9 @@ type options struct {
 	activationAudiences     []string
 	prometheusAddress       string
 	triggerTimeout          time.Duration
+	networkThreshold        float64
+	kubeletCAFile           string
+	kubeletInsecureTLS      bool
 	// webhook.Port 0 turns the validating admission webhook off.
 	webhook admission.Config
 }
@@ -56,6 +60,9 @@ func parseFlags(fs *flag.FlagSet, args []string, getenv func(string) string, zap
 	fs.DurationVar(&o.controller.PollingInterval, "polling-interval", o.controller.PollingInterval, "How often an awake target's triggers are evaluated.")
 	fs.StringVar(&o.prometheusAddress, "prometheus-address", getenv("ELASTI_PROMETHEUS_ADDRESS"), "Default Prometheus URL for triggers without serverAddress (env ELASTI_PROMETHEUS_ADDRESS).")
 	fs.DurationVar(&o.triggerTimeout, "trigger-timeout", 10*time.Second, "Timeout of one trigger query, and of one pod scrape of a podMetrics trigger.")
+	fs.Float64Var(&o.networkThreshold, "network-threshold", scaling.DefaultNetworkThreshold, "Threshold of network triggers that name none: bytes per second received beyond the pods' probes over the cooldown period, below which a target is idle.")
+	fs.StringVar(&o.kubeletCAFile, "kubelet-ca-file", "", "CA certificate file that kubelets' serving certificates are checked against, for network triggers; empty uses the API server's CA.")
+	fs.BoolVar(&o.kubeletInsecureTLS, "kubelet-insecure-skip-tls-verify", false, "Do not check kubelets' serving certificates (for kubelets with self-signed ones). The operator's token is then sent to whoever answers at a node's address.")
 	fs.StringVar(&watchNamespaces, "watch-namespaces", "", "Comma-separated namespaces to manage; empty manages all.")
 	fs.IntVar(&o.controller.MaxConcurrentReconciles, "max-concurrent-reconciles", o.controller.MaxConcurrentReconciles, "Parallel reconciles.")
 	fs.DurationVar(&o.controller.WakeTimeout, "wake-timeout", o.controller.WakeTimeout, "How long an activation call waits for the wake before answering 503.")

@@ -48,8 +48,17 @@ func run(ctx context.Context, o options, log logr.Logger) error {
 	if err != nil {
 		return fmt.Errorf("create manager: %w", err)
 	}
+	kubelets, err := scaling.KubeletTransport(restCfg, o.kubeletCAFile, o.kubeletInsecureTLS)
+	if err != nil {
+		return err
+	}
+	live := mgr.GetAPIReader()
 	waker, err := controller.Setup(ctx, mgr, o.controller, controller.Deps{
-		Triggers: &scaling.Evaluator{Secrets: mgr.GetAPIReader(), Endpoints: mgr.GetAPIReader(), DefaultServerAddress: o.prometheusAddress, Timeout: o.triggerTimeout},
+		Triggers: &scaling.Evaluator{
+			Secrets: live, Endpoints: live, Pods: live,
+			Kubelets:             &scaling.KubeletSummaries{Nodes: live, Transport: kubelets},
+			DefaultServerAddress: o.prometheusAddress, Timeout: o.triggerTimeout, NetworkThreshold: o.networkThreshold,
+		},
 	})
 	if err != nil {
 		return err

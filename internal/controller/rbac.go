@@ -18,6 +18,10 @@ package controller
 // without a ReplicaFailure condition whose wake created no pod
 // (fallback_notcreated.go); none is watched or cached.
 //
+// Nodes are read, live, for network triggers: a Node's address and kubelet
+// port, then its kubelet's Summary API, which the kubelet authorizes as get
+// on nodes/stats (internal/scaling/kubelet.go). nodes/proxy is not needed.
+//
 // There is no Secret rule: a trigger's authSecretRef is read only if the
 // namespace owner grants the operator get on that one Secret by name.
 
@@ -28,6 +32,8 @@ package controller
 // +kubebuilder:rbac:groups=discovery.k8s.io,resources=endpointslices,verbs=get;list;watch;create;update;patch;delete
 // +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch,namespace=elasti-system
 // +kubebuilder:rbac:groups="",resources=pods,verbs=list
+// +kubebuilder:rbac:groups="",resources=nodes,verbs=get
+// +kubebuilder:rbac:groups="",resources=nodes/stats,verbs=get
 // +kubebuilder:rbac:groups=coordination.k8s.io,resources=leases,verbs=get;list;watch;create;update;patch;delete,namespace=elasti-system
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 // +kubebuilder:rbac:groups="",resources=events,verbs=create;patch;get;list

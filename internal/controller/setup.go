@@ -75,7 +75,7 @@ func Setup(ctx context.Context, mgr ctrl.Manager, cfg Config, deps Deps) (*Waker
 		deps.HPAFloors = &scaling.Autoscalers{Reader: live, Writer: mgr.GetClient()}
 	}
 	if deps.Triggers == nil {
-		deps.Triggers = &scaling.Evaluator{Secrets: live, Endpoints: live, Clock: cfg.Clock}
+		deps.Triggers = &scaling.Evaluator{Secrets: live, Endpoints: live, Pods: live, Clock: cfg.Clock}
 	}
 
 	idx := mgr.GetFieldIndexer()

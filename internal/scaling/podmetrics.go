@@ -11,7 +11,6 @@ import (
 	"time"
 
 	discoveryv1 "k8s.io/api/discovery/v1"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	elastiv1alpha1 "elasti.dev/elasti/api/v1alpha1"
 	"elasti.dev/elasti/internal/contract"
@@ -65,23 +64,17 @@ func (e *Evaluator) evaluatePodMetrics(ctx context.Context, es *elastiv1alpha1.E
 	if res != nil {
 		return *res
 	}
-	if e.Endpoints == nil {
-		return unhealthy(ReasonEndpointsUnavailable, "the operator has no EndpointSlice reader")
-	}
-	slices := &discoveryv1.EndpointSliceList{}
-	if err := e.Endpoints.List(ctx, slices, client.InNamespace(es.Namespace),
-		client.MatchingLabels{discoveryv1.LabelServiceName: es.Spec.Service}); err != nil {
-		return unhealthy(ReasonEndpointsUnavailable, fmt.Sprintf("list EndpointSlices of Service %s/%s: %v", es.Namespace, es.Spec.Service, err))
+	slices, res := e.serviceSlices(ctx, es)
+	if res != nil {
+		return *res
 	}
 	s := scrapeSpec{metric: md.MetricName, labels: md.Labels, headers: md.Headers, timeout: e.timeout(), transport: e.transport()}
-	if md.AuthSecretRef != nil {
-		token, res := e.bearer(ctx, es.Namespace, md.AuthSecretRef)
-		if res != nil {
-			return *res
-		}
-		s.bearer = token
+	creds, res := e.credentials(ctx, es.Namespace, md)
+	if res != nil {
+		return *res
 	}
-	pods := readyPodTargets(slices.Items, md.Port, metricsPath(md.Path))
+	s.authorization = creds.header
+	pods := readyPodTargets(slices, md.Port, metricsPath(md.Path))
 	scraped := scrapeAll(ctx, pods, s)
 
 	values := map[string]float64{}
@@ -181,11 +174,38 @@ type podTarget struct {
 	url  string
 }
 
-// readyPodTargets lists the pods to scrape: the ready endpoints of the
-// Service's own EndpointSlices (Elasti's proxy slices list resolvers, not
-// pods), each pod once even when dual-stack slices list it twice (IPv4
-// preferred), at http://<address>:<port><path>.
+// readyPodTargets lists the pods to scrape: each ready endpoint (see
+// readyEndpoints) at http://<address>:<port><path>.
 func readyPodTargets(slices []discoveryv1.EndpointSlice, port int32, path string) []podTarget {
+	var out []podTarget
+	for _, ep := range readyEndpoints(slices) {
+		p := podTarget{key: ep.address, name: ep.address, url: "http://" + net.JoinHostPort(ep.address, strconv.Itoa(int(port))) + path}
+		if ref := ep.endpoint.TargetRef; ref != nil && ref.Kind == "Pod" {
+			p.name = ep.namespace + "/" + ref.Name
+			if ref.Namespace != "" {
+				p.name = ref.Namespace + "/" + ref.Name
+			}
+			if ref.UID != "" {
+				p.key = string(ref.UID)
+			}
+		}
+		out = append(out, p)
+	}
+	return out
+}
+
+// readyEndpoint is one ready endpoint of a Service's own EndpointSlices.
+type readyEndpoint struct {
+	endpoint discoveryv1.Endpoint
+	// address is the endpoint's first address; namespace and slice are
+	// its EndpointSlice's.
+	address, namespace, slice string
+}
+
+// readyEndpoints lists the ready endpoints of the Service's own
+// EndpointSlices (Elasti's proxy slices list resolvers, not pods), each
+// pod once even when dual-stack slices list it twice (IPv4 preferred).
+func readyEndpoints(slices []discoveryv1.EndpointSlice) []readyEndpoint {
 	own := make([]discoveryv1.EndpointSlice, 0, len(slices))
 	for _, s := range slices {
 		if s.Labels[contract.LabelManagedBy] == contract.ManagedBy || s.AddressType == discoveryv1.AddressTypeFQDN {
@@ -200,28 +220,21 @@ func readyPodTargets(slices []discoveryv1.EndpointSlice, port int32, path string
 		return own[i].Name < own[j].Name
 	})
 	seen := map[string]bool{}
-	var out []podTarget
+	var out []readyEndpoint
 	for _, s := range own {
 		for _, ep := range s.Endpoints {
 			if len(ep.Addresses) == 0 || !contract.EndpointReady(ep.Conditions) {
 				continue
 			}
-			addr := ep.Addresses[0]
-			p := podTarget{key: addr, name: addr, url: "http://" + net.JoinHostPort(addr, strconv.Itoa(int(port))) + path}
-			if ref := ep.TargetRef; ref != nil && ref.Kind == "Pod" {
-				p.name = ref.Namespace + "/" + ref.Name
-				if ref.Namespace == "" {
-					p.name = s.Namespace + "/" + ref.Name
-				}
-				if ref.UID != "" {
-					p.key = string(ref.UID)
-				}
+			key := ep.Addresses[0]
+			if ref := ep.TargetRef; ref != nil && ref.Kind == "Pod" && ref.UID != "" {
+				key = string(ref.UID)
 			}
-			if seen[p.key] {
+			if seen[key] {
 				continue
 			}
-			seen[p.key] = true
-			out = append(out, p)
+			seen[key] = true
+			out = append(out, readyEndpoint{endpoint: ep, address: ep.Addresses[0], namespace: s.Namespace, slice: s.Name})
 		}
 	}
 	return out

@@ -39,12 +39,13 @@ var (
 
 // scrapeSpec is what to read from each pod, and how.
 type scrapeSpec struct {
-	metric    string
-	labels    map[string]string
-	headers   map[string]string
-	bearer    string
-	timeout   time.Duration
-	transport http.RoundTripper
+	metric  string
+	labels  map[string]string
+	headers map[string]string
+	// authorization is the Authorization header's value; empty sends none.
+	authorization string
+	timeout       time.Duration
+	transport     http.RoundTripper
 }
 
 // podScrape is one pod's scrape: the summed counter or why there is none.
@@ -88,8 +89,8 @@ func scrapeOne(ctx context.Context, c *http.Client, url string, s scrapeSpec) (f
 		req.Header.Set(k, v)
 	}
 	req.Header.Set("Accept", scrapeAccept)
-	if s.bearer != "" {
-		req.Header.Set("Authorization", "Bearer "+s.bearer)
+	if s.authorization != "" {
+		req.Header.Set("Authorization", s.authorization)
 	}
 	resp, err := c.Do(req)
 	if err != nil {

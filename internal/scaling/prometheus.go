@@ -7,6 +7,7 @@ import (
 	"math"
 	"net/http"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/api"
@@ -25,6 +26,9 @@ const (
 	ReasonNotANumber            = "NotANumber"
 	ReasonNoServerAddress       = "NoServerAddress"
 	ReasonPrometheusWasDown     = "PrometheusWasDown"
+	// ReasonPrometheusUnauthorized: the server, or a proxy in front of it,
+	// answered 401 or 403 (no credentials, or ones it refuses).
+	ReasonPrometheusUnauthorized = "PrometheusUnauthorized"
 )
 
 // Errors a Prometheus query can end in. Each maps to a condition reason.
@@ -52,13 +56,11 @@ func (e *Evaluator) evaluatePrometheus(ctx context.Context, es *elastiv1alpha1.E
 	if q.address == "" {
 		return unhealthy(ReasonNoServerAddress, "no metadata.serverAddress and no operator --prometheus-address")
 	}
-	if md.AuthSecretRef != nil {
-		token, res := e.bearer(ctx, es.Namespace, md.AuthSecretRef)
-		if res != nil {
-			return *res
-		}
-		q.bearer = token
+	creds, res := e.credentials(ctx, es.Namespace, md)
+	if res != nil {
+		return *res
 	}
+	q.creds = creds
 	rt, timeout := e.transport(), e.timeout()
 	if md.UptimeFilter != "" {
 		up := q
@@ -88,13 +90,14 @@ type prometheusQuery struct {
 	address string
 	query   string
 	headers map[string]string
-	bearer  string
+	creds   credentials
 }
 
 // queryPrometheus runs an instant query at the server's current time and
 // returns its single value.
 func queryPrometheus(ctx context.Context, rt http.RoundTripper, q prometheusQuery, timeout time.Duration) (float64, error) {
-	c, err := api.NewClient(api.Config{Address: q.address, RoundTripper: &headerRoundTripper{base: rt, headers: q.headers, bearer: q.bearer}})
+	hrt := &headerRoundTripper{base: rt, headers: q.headers, authorization: q.creds.header}
+	c, err := api.NewClient(api.Config{Address: q.address, RoundTripper: hrt})
 	if err != nil {
 		return 0, fmt.Errorf("build Prometheus client for %s: %w", q.address, err)
 	}
@@ -103,6 +106,17 @@ func queryPrometheus(ctx context.Context, rt http.RoundTripper, q prometheusQuer
 	// A zero time lets Prometheus evaluate at its own "now": the operator's
 	// clock is injected and may be a test clock.
 	v, _, _, err := promv1.NewAPI(c).Query(ctx, q.query, time.Time{}, promv1.WithTimeout(timeout))
+	var apiErr *promv1.Error
+	if errors.As(err, &apiErr) && (apiErr.Type == promv1.ErrClient || apiErr.Type == promv1.ErrServer) && hrt.status.Load() >= 400 {
+		// A bare HTTP status, with no Prometheus error in the body: most
+		// often a proxy in front of the server (an auth gateway, an
+		// ingress) answered.
+		detail := apiErr.Detail
+		if detail == "" {
+			detail = apiErr.Msg
+		}
+		err = &httpStatusError{address: q.address, code: int(hrt.status.Load()), detail: detail, creds: q.creds.source}
+	}
 	if err != nil {
 		return 0, fmt.Errorf("query %s: %w", q.address, err)
 	}
@@ -149,11 +163,14 @@ func uptimeQuery(filter string, cooldown time.Duration) string {
 	return fmt.Sprintf("min(min_over_time(%s[%ds]))", selector, secs)
 }
 
-// headerRoundTripper adds the trigger's headers and bearer token.
+// headerRoundTripper adds the trigger's headers and credentials, and keeps
+// the status of the last response, which the Prometheus client does not
+// return with a bare HTTP error.
 type headerRoundTripper struct {
-	base    http.RoundTripper
-	headers map[string]string
-	bearer  string
+	base          http.RoundTripper
+	headers       map[string]string
+	authorization string
+	status        atomic.Int32
 }
 
 func (h *headerRoundTripper) RoundTrip(req *http.Request) (*http.Response, error) {
@@ -161,16 +178,73 @@ func (h *headerRoundTripper) RoundTrip(req *http.Request) (*http.Response, error
 	for k, v := range h.headers {
 		req.Header.Set(k, v)
 	}
-	if h.bearer != "" {
-		req.Header.Set("Authorization", "Bearer "+h.bearer)
+	if h.authorization != "" {
+		req.Header.Set("Authorization", h.authorization)
 	}
-	return h.base.RoundTrip(req)
+	resp, err := h.base.RoundTrip(req)
+	if resp != nil {
+		h.status.Store(int32(resp.StatusCode))
+	}
+	return resp, err
+}
+
+// httpStatusError is an answer with an HTTP error status and no Prometheus
+// error in its body.
+type httpStatusError struct {
+	address string
+	code    int
+	// detail is the body, or the client's summary of the status.
+	detail string
+	// creds says where the credentials sent came from; empty when none
+	// were sent.
+	creds string
+}
+
+func (e *httpStatusError) Error() string {
+	status := fmt.Sprintf("HTTP %d %s", e.code, http.StatusText(e.code))
+	switch {
+	case e.code == http.StatusUnauthorized && e.creds == "":
+		return fmt.Sprintf("the server at %s refused the request for lack of credentials (%s), and the trigger sends none: set metadata.authSecretRef (a bearer token) or metadata.basicAuthSecretRef (a username and password)", e.address, status)
+	case e.code == http.StatusUnauthorized:
+		return fmt.Sprintf("the server at %s refused the credentials (%s): check %s", e.address, status, e.creds)
+	case e.code == http.StatusForbidden && e.creds == "":
+		return fmt.Sprintf("the server at %s refused the request (%s); the trigger sends no credentials", e.address, status)
+	case e.code == http.StatusForbidden:
+		return fmt.Sprintf("the server at %s refused the credentials (%s): %s may not run this query, or not for the tenant in metadata.headers", e.address, status, e.creds)
+	}
+	msg := fmt.Sprintf("the server at %s answered %s instead of a query result", e.address, status)
+	if d := firstLine(e.detail, 200); d != "" {
+		msg += ": " + d
+	}
+	return msg
+}
+
+// unauthorized reports whether the server refused the request's
+// credentials, or their absence.
+func (e *httpStatusError) unauthorized() bool {
+	return e.code == http.StatusUnauthorized || e.code == http.StatusForbidden
+}
+
+// firstLine is the first line of s, trimmed and cut to at most n bytes, so
+// that a proxy's error page stays short in a condition message.
+func firstLine(s string, n int) string {
+	s, _, _ = strings.Cut(strings.TrimSpace(s), "\n")
+	s = strings.TrimSpace(s)
+	if len(s) > n {
+		s = strings.ToValidUTF8(s[:n], "")
+	}
+	return s
 }
 
 // fromQueryError maps a query error to a condition reason.
 func fromQueryError(err error) Result {
 	var apiErr *promv1.Error
+	var statusErr *httpStatusError
 	switch {
+	case errors.As(err, &statusErr) && statusErr.unauthorized():
+		return unhealthy(ReasonPrometheusUnauthorized, statusErr.Error())
+	case errors.As(err, &statusErr):
+		return unhealthy(ReasonPrometheusUnreachable, statusErr.Error())
 	case errors.Is(err, ErrEmptyResult):
 		return unhealthy(ReasonEmptyResult, ErrEmptyResult.Error()+"; end the query with \"or vector(0)\"")
 	case errors.Is(err, ErrMultipleSeries):

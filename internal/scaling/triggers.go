@@ -4,12 +4,8 @@ import (
 	"context"
 	"fmt"
 	"net/http"
-	"strings"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -54,8 +50,9 @@ type Result struct {
 // podMetrics triggers in memory: use one Evaluator for the operator's
 // lifetime, through a pointer.
 type Evaluator struct {
-	// Secrets reads the Secrets named by authSecretRef. It should be a live
-	// reader: the operator keeps no Secret cache.
+	// Secrets reads the Secrets named by authSecretRef and
+	// basicAuthSecretRef. It should be a live reader: the operator keeps no
+	// Secret cache.
 	Secrets client.Reader
 	// Endpoints lists the EndpointSlices of the Services whose pods
 	// podMetrics triggers scrape. It must see every endpoint: the
@@ -70,10 +67,19 @@ type Evaluator struct {
 	// Transport carries the queries and scrapes; nil means
 	// http.DefaultTransport.
 	Transport http.RoundTripper
-	// Clock times podMetrics samples; nil means the real clock.
+	// Kubelets reads the nodes' Summary API for network triggers.
+	Kubelets SummaryReader
+	// Pods lists the pods of network triggers' targets, for their probes.
+	Pods client.Reader
+	// NetworkThreshold is a network trigger's threshold when it names none;
+	// 0 means DefaultNetworkThreshold.
+	NetworkThreshold float64
+	// Clock times podMetrics and network samples; nil means the real
+	// clock.
 	Clock clock.PassiveClock
 
 	history counterHistories
+	network networkPods
 }
 
 // evaluateFunc evaluates one trigger of one type. Evaluate prefixes the
@@ -82,12 +88,13 @@ type evaluateFunc func(ctx context.Context, es *elastiv1alpha1.ElastiService, t 
 
 // byType is the seam for trigger types: each type maps to the function that
 // evaluates one trigger of it, in a file of its own (prometheus.go,
-// podmetrics.go). A new type is one more entry here and in the CRD's enum
+// podmetrics.go, network.go). A new type is one more entry here and in the CRD's enum
 // of TriggerType.
 func (e *Evaluator) byType() map[elastiv1alpha1.TriggerType]evaluateFunc {
 	return map[elastiv1alpha1.TriggerType]evaluateFunc{
 		elastiv1alpha1.TriggerTypePrometheus: e.evaluatePrometheus,
 		elastiv1alpha1.TriggerTypePodMetrics: e.evaluatePodMetrics,
+		elastiv1alpha1.TriggerTypeNetwork:    e.evaluateNetwork,
 	}
 }
 
@@ -160,29 +167,6 @@ func threshold(t *elastiv1alpha1.Threshold) (float64, *Result) {
 		return 0, &r
 	}
 	return v, nil
-}
-
-// bearer reads the token from the named Secret key.
-func (e *Evaluator) bearer(ctx context.Context, namespace string, ref *elastiv1alpha1.SecretKeySelector) (string, *Result) {
-	if e.Secrets == nil {
-		r := unhealthy(ReasonAuthSecretUnavailable, "the operator has no Secret reader")
-		return "", &r
-	}
-	s := &corev1.Secret{}
-	if err := e.Secrets.Get(ctx, types.NamespacedName{Namespace: namespace, Name: ref.Name}, s); err != nil {
-		msg := fmt.Sprintf("read Secret %s/%s: %v", namespace, ref.Name, err)
-		if apierrors.IsForbidden(err) {
-			msg = fmt.Sprintf("the operator may not read Secret %s/%s: grant it with a Role naming that Secret (see docs/operator.md)", namespace, ref.Name)
-		}
-		r := unhealthy(ReasonAuthSecretUnavailable, msg)
-		return "", &r
-	}
-	v, ok := s.Data[ref.Key]
-	if !ok {
-		r := unhealthy(ReasonAuthSecretUnavailable, fmt.Sprintf("Secret %s/%s has no key %q", namespace, ref.Name, ref.Key))
-		return "", &r
-	}
-	return strings.TrimSpace(string(v)), nil
 }
 
 func thresholdText(t *elastiv1alpha1.Threshold) string {

@@ -123,7 +123,7 @@ Resources that exist only at cluster scope: a rule naming one of them
 cannot go into a Role.
 */}}
 {{- define "elasti.clusterScopedResources" -}}
-{{- toJson (list "tokenreviews" "subjectaccessreviews" "namespaces" "nodes" "persistentvolumes" "customresourcedefinitions" "clusterroles" "clusterrolebindings") -}}
+{{- toJson (list "tokenreviews" "subjectaccessreviews" "namespaces" "nodes" "nodes/stats" "persistentvolumes" "customresourcedefinitions" "clusterroles" "clusterrolebindings") -}}
 {{- end -}}
 
 {{/*

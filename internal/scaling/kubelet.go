@@ -1,0 +1,131 @@
+package scaling
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strconv"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/rest"
+	statsv1alpha1 "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+)
+
+// defaultKubeletPort is the kubelet's port when a Node does not say.
+const defaultKubeletPort = 10250
+
+// maxSummaryBytes bounds one Summary API response (about 2 KiB a pod).
+const maxSummaryBytes = 16 << 20
+
+// errKubeletForbidden marks a kubelet's 401 or 403.
+var errKubeletForbidden = errors.New("refused by the kubelet")
+
+// KubeletSummaries reads nodes' Summary API (/stats/summary) the way
+// metrics-server reads it: straight from each kubelet's port, with the
+// operator's own credentials, which the kubelet authorizes as get on
+// nodes/stats. It never goes through the API server's node proxy, which
+// would need nodes/proxy, a far wider grant.
+type KubeletSummaries struct {
+	// Nodes reads the Node objects, for the kubelet's address and port.
+	Nodes client.Reader
+	// Transport carries the requests with the operator's credentials (see
+	// KubeletTransport).
+	Transport http.RoundTripper
+}
+
+// KubeletTransport is the transport for KubeletSummaries: the operator's
+// own bearer token (re-read as it rotates) from cfg, and TLS that trusts
+// caFile, or the API server's CA when caFile is empty. insecure skips the
+// kubelets' certificate check, for clusters whose kubelets serve
+// self-signed certificates.
+func KubeletTransport(cfg *rest.Config, caFile string, insecure bool) (http.RoundTripper, error) {
+	c := rest.CopyConfig(cfg)
+	c.ServerName = ""
+	// The client certificate, if any, is the API server's business.
+	c.CertFile, c.CertData = "", nil
+	c.KeyFile, c.KeyData = "", nil
+	if caFile != "" {
+		c.CAFile, c.CAData = caFile, nil
+	}
+	if insecure {
+		c.Insecure = true
+		c.CAFile, c.CAData = "", nil
+	}
+	rt, err := rest.TransportFor(c)
+	if err != nil {
+		return nil, fmt.Errorf("kubelet transport: %w", err)
+	}
+	return rt, nil
+}
+
+// Summary reads the Summary API of the named node.
+func (k *KubeletSummaries) Summary(ctx context.Context, nodeName string) (*statsv1alpha1.Summary, error) {
+	node := &corev1.Node{}
+	if err := k.Nodes.Get(ctx, types.NamespacedName{Name: nodeName}, node); err != nil {
+		if apierrors.IsForbidden(err) {
+			return nil, fmt.Errorf("the operator may not get Node %s: grant it get on nodes (the chart and the kustomize install do): %w", nodeName, errKubeletForbidden)
+		}
+		return nil, fmt.Errorf("get Node %s: %w", nodeName, err)
+	}
+	host := kubeletHost(node)
+	if host == "" {
+		return nil, fmt.Errorf("node %s has no InternalIP, ExternalIP or Hostname address", nodeName)
+	}
+	port := int(node.Status.DaemonEndpoints.KubeletEndpoint.Port)
+	if port == 0 {
+		port = defaultKubeletPort
+	}
+	url := "https://" + net.JoinHostPort(host, strconv.Itoa(port)) + "/stats/summary"
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Accept", "application/json")
+	rt := k.Transport
+	if rt == nil {
+		rt = http.DefaultTransport
+	}
+	resp, err := rt.RoundTrip(req)
+	if err != nil {
+		return nil, fmt.Errorf("read %s: %w", url, err)
+	}
+	defer resp.Body.Close()
+	switch {
+	case resp.StatusCode == http.StatusUnauthorized || resp.StatusCode == http.StatusForbidden:
+		return nil, fmt.Errorf("%s answered %s: the operator needs get on nodes/stats (the chart and the kustomize install grant it), and the kubelet must authorize with the API server (authorization mode Webhook): %w", url, resp.Status, errKubeletForbidden)
+	case resp.StatusCode != http.StatusOK:
+		return nil, fmt.Errorf("%s answered %s", url, resp.Status)
+	}
+	body, err := io.ReadAll(io.LimitReader(resp.Body, maxSummaryBytes+1))
+	if err != nil {
+		return nil, fmt.Errorf("read %s: %w", url, err)
+	}
+	if len(body) > maxSummaryBytes {
+		return nil, fmt.Errorf("%s answered more than %d bytes", url, maxSummaryBytes)
+	}
+	s := &statsv1alpha1.Summary{}
+	if err := json.Unmarshal(body, s); err != nil {
+		return nil, fmt.Errorf("%s answered no Summary API response: %w", url, err)
+	}
+	return s, nil
+}
+
+// kubeletHost picks the address to reach a node's kubelet at: its
+// InternalIP, else its ExternalIP, else its Hostname.
+func kubeletHost(node *corev1.Node) string {
+	for _, t := range []corev1.NodeAddressType{corev1.NodeInternalIP, corev1.NodeExternalIP, corev1.NodeHostName} {
+		for _, a := range node.Status.Addresses {
+			if a.Type == t && a.Address != "" {
+				return a.Address
+			}
+		}
+	}
+	return ""
+}

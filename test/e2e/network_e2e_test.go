@@ -1,0 +1,296 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/gorilla/websocket"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	elastiv1alpha1 "elasti.dev/elasti/api/v1alpha1"
+	"elasti.dev/elasti/internal/contract"
+	"elasti.dev/elasti/internal/controller"
+	"elasti.dev/elasti/internal/testenv/estest"
+)
+
+// networkTrigger gives an ElastiService one network trigger with the
+// operator's default threshold, in place of its prometheus trigger.
+func networkTrigger(es *elastiv1alpha1.ElastiService) {
+	es.Spec.Triggers = []elastiv1alpha1.ScaleTrigger{{Type: elastiv1alpha1.TriggerTypeNetwork}}
+}
+
+// networkApp is demoApp with an ElastiService whose only trigger is a
+// network trigger; opts adjust the ElastiService.
+func networkApp(t *testing.T, e *Env, opts ...estest.Option) (string, string) {
+	t.Helper()
+	ns, ip := demoApp(t, e)
+	e.Create(t, estest.New(ns, "demoapp", append([]estest.Option{estest.Cooldown(5), networkTrigger}, opts...)...))
+	return ns, ip
+}
+
+// stopPrometheus stops the cluster's Prometheus until the test ends.
+func stopPrometheus(t *testing.T, e *Env) {
+	t.Helper()
+	if err := e.ClusterCLI("prometheus-stop"); err != nil {
+		t.Fatalf("stop Prometheus: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := e.ClusterCLI("prometheus-start"); err != nil {
+			t.Errorf("restart Prometheus: %v", err)
+		}
+	})
+}
+
+// stayAwake checks, for d, that the demo app in ns never leaves serve mode
+// nor loses its replica, and that its triggers were evaluated as active
+// meanwhile (not merely skipped).
+func stayAwake(t *testing.T, e *Env, ns string, d time.Duration) {
+	t.Helper()
+	StableFor(t, d, time.Second, func(ctx context.Context) error {
+		es, err := e.GetElastiService(ctx, ns, "demoapp")
+		if err != nil {
+			return err
+		}
+		if es.Status.LastScaledDownTime != nil || es.Status.Mode == elastiv1alpha1.ModeProxy {
+			return fmt.Errorf("went to sleep (mode %q, conditions %s)", es.Status.Mode, conditions(es))
+		}
+		n, _, err := e.Replicas(ctx, ns, "demoapp")
+		if err == nil && n == 0 {
+			err = errors.New("scaled to zero")
+		}
+		return err
+	})
+	es, err := e.GetElastiService(context.Background(), ns, "demoapp")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := Condition(es, elastiv1alpha1.ConditionIdle)
+	if c == nil || c.Reason != controller.ReasonTriggerActive || !strings.Contains(c.Message, "bytes received beyond the probes") {
+		t.Fatalf("Idle condition %+v, want reason %s from the network trigger's measure", c, controller.ReasonTriggerActive)
+	}
+	t.Logf("still awake after %s: %s", d, c.Message)
+}
+
+// TestNetworkTriggerWithoutPrometheus: with the cluster's Prometheus
+// stopped for the whole test, network triggers (the kubelets' Summary API,
+// no metrics in the app) put an HTTP and a plain TCP service to sleep after
+// their cooldown and wake them on a request; keep awake a service that gets
+// one small keep-alive request every 5 s, and one whose open WebSocket
+// exchanges a message every 2 s, each of which sleeps once its client
+// stops; and a request in the confirmation window calls the sleep off.
+//
+// The demo app's HTTP readiness probe runs every second: about 460 B/s the
+// trigger must set aside, ten times what the 5 s requests send.
+func TestNetworkTriggerWithoutPrometheus(t *testing.T) {
+	e := Get(t)
+	e.InstallElasti(t)
+	stopPrometheus(t, e)
+
+	t.Run("HTTP service sleeps and wakes", func(t *testing.T) {
+		t.Parallel()
+		ns, ip := networkApp(t, e)
+		start := time.Now()
+		e.WaitAsleep(t, ns, "demoapp", 4*time.Minute)
+		t.Logf("asleep %s after the ElastiService was created (cooldown 5 s, network window 60 s)", time.Since(start).Round(time.Second))
+		body := []byte(strings.Repeat("network trigger ", 256))
+		Eventually(t, 2*time.Minute, time.Second, func(ctx context.Context) error {
+			return postWithBody(ctx, e.keepAliveClient(time.Minute), httpURL(ip, DemoHTTPPort), body)
+		})
+	})
+
+	t.Run("TCP echo service sleeps and wakes", func(t *testing.T) {
+		t.Parallel()
+		ns := e.NewNamespace(t)
+		svc := &corev1.Service{
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "echo"},
+			Spec: corev1.ServiceSpec{
+				Selector: DemoAppDeployment(ns, "echo", 1).Spec.Selector.MatchLabels,
+				Ports:    []corev1.ServicePort{{Name: "tcp", Port: DemoTCPPort, TargetPort: intstr.FromString("tcp")}},
+			},
+		}
+		e.Create(t, DemoAppDeployment(ns, "echo", 1), svc)
+		e.WaitReadyEndpoints(t, ns, "echo", 1, 2*time.Minute)
+		if err := e.Client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: "echo"}, svc); err != nil {
+			t.Fatal(err)
+		}
+		ip := svc.Spec.ClusterIP
+		Eventually(t, time.Minute, 500*time.Millisecond, func(ctx context.Context) error {
+			return e.tcpEcho(ctx, ip, "before") // until kube-proxy routes the Service
+		})
+		e.Create(t, estest.New(ns, "echo", estest.Cooldown(5), networkTrigger))
+		e.WaitAsleep(t, ns, "echo", 4*time.Minute)
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		defer cancel()
+		if err := e.tcpEcho(ctx, ip, "wake", "again"); err != nil {
+			t.Fatalf("TCP echo at zero: %v", err)
+		}
+	})
+
+	t.Run("a request every 5 s keeps the target awake", func(t *testing.T) {
+		t.Parallel()
+		ns, ip := networkApp(t, e)
+		answers(t, e, httpURL(ip, DemoHTTPPort), time.Minute) // kube-proxy routes the Service
+		// The smallest request a client sends: a GET on a kept-alive
+		// connection, about 200 bytes with its ACK.
+		c := e.keepAliveClient(30 * time.Second)
+		stop := every(5*time.Second, func(ctx context.Context) error {
+			_, err := getBody(ctx, c, httpURL(ip, DemoHTTPPort))
+			return err
+		})
+		stayAwake(t, e, ns, 150*time.Second)
+		if errs := stop(); len(errs) > 0 {
+			t.Errorf("requests failed: %v", errs)
+		}
+		e.WaitAsleep(t, ns, "demoapp", 4*time.Minute)
+	})
+
+	t.Run("an open WebSocket with a message every 2 s keeps the target awake", func(t *testing.T) {
+		t.Parallel()
+		ns, _ := networkApp(t, e)
+		url := "ws://" + net.JoinHostPort("demoapp."+ns+".svc.cluster.local", fmt.Sprint(DemoHTTPPort)) + "/ws"
+		d := websocket.Dialer{NetDialContext: e.Dialer.DialContext, HandshakeTimeout: 30 * time.Second}
+		var conn *websocket.Conn
+		Eventually(t, time.Minute, 500*time.Millisecond, func(ctx context.Context) error {
+			c, _, err := d.DialContext(ctx, url, nil) // until kube-proxy routes the Service
+			conn = c
+			return err
+		})
+		defer conn.Close()
+		n := 0
+		stop := every(2*time.Second, func(context.Context) error {
+			n++
+			msg := fmt.Sprintf("tick %d", n)
+			_ = conn.SetWriteDeadline(time.Now().Add(10 * time.Second))
+			_ = conn.SetReadDeadline(time.Now().Add(10 * time.Second))
+			if err := conn.WriteMessage(websocket.TextMessage, []byte(msg)); err != nil {
+				return err
+			}
+			_, got, err := conn.ReadMessage()
+			if err == nil && string(got) != msg {
+				err = fmt.Errorf("echo returned %q, want %q", got, msg)
+			}
+			return err
+		})
+		stayAwake(t, e, ns, 150*time.Second)
+		if errs := stop(); len(errs) > 0 {
+			t.Errorf("WebSocket exchange failed: %v", errs)
+		}
+		conn.Close()
+		e.WaitAsleep(t, ns, "demoapp", 4*time.Minute)
+	})
+
+	t.Run("a request in the confirmation window cancels the sleep", func(t *testing.T) {
+		t.Parallel()
+		ns, ip := networkApp(t, e, func(es *elastiv1alpha1.ElastiService) {
+			es.Spec.ScaleDownGracePeriod = "30s"
+		})
+		answers(t, e, httpURL(ip, DemoHTTPPort), time.Minute)
+		// The network trigger reports idle once its history covers a
+		// window; the operator then writes the proxy slice and waits 30 s.
+		Eventually(t, 4*time.Minute, 200*time.Millisecond, func(ctx context.Context) error {
+			es, err := e.GetElastiService(ctx, ns, "demoapp")
+			if err != nil {
+				return err
+			}
+			if c := Condition(es, elastiv1alpha1.ConditionActive); c == nil || c.Reason != contract.ReasonScalingDown {
+				return fmt.Errorf("no scale-down under way (conditions %s)", conditions(es))
+			}
+			return nil
+		})
+		// New connections, as new clients open: kube-proxy sends them to
+		// the resolver or to the pod, and one reaching the resolver is
+		// enough. (A kept-alive connection opened before the window would
+		// stay on the pod, where only the trigger sees it.)
+		for i := 0; i < 10; i++ {
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			c := &http.Client{Transport: &http.Transport{DialContext: e.Dialer.DialContext, DisableKeepAlives: true}}
+			if _, err := getBody(ctx, c, httpURL(ip, DemoHTTPPort)); err != nil {
+				t.Errorf("request %d in the confirmation window: %v", i, err)
+			}
+			cancel()
+		}
+		Eventually(t, time.Minute, 250*time.Millisecond, func(ctx context.Context) error {
+			n, err := e.EventCount(ctx, ns, "demoapp", controller.EventSleepCancelled)
+			if err == nil && n == 0 {
+				err = errors.New("no SleepCancelled Event")
+			}
+			return err
+		})
+		es, err := e.GetElastiService(context.Background(), ns, "demoapp")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if es.Status.LastScaledDownTime != nil {
+			t.Errorf("scaled to zero at %s although traffic came in the confirmation window", es.Status.LastScaledDownTime)
+		}
+		if es.Status.LastSleepCancelledTime == nil {
+			t.Error("status.lastSleepCancelledTime is unset")
+		}
+	})
+}
+
+// every calls f every interval until the returned stop is called, and
+// stop returns f's errors.
+func every(interval time.Duration, f func(ctx context.Context) error) (stop func() []error) {
+	ctx, cancel := context.WithCancel(context.Background())
+	var mu sync.Mutex
+	var errs []error
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		tick := time.NewTicker(interval)
+		defer tick.Stop()
+		for {
+			callCtx, callCancel := context.WithTimeout(ctx, interval+30*time.Second)
+			if err := f(callCtx); err != nil && ctx.Err() == nil {
+				mu.Lock()
+				errs = append(errs, fmt.Errorf("%s: %w", time.Now().Format("15:04:05"), err))
+				mu.Unlock()
+			}
+			callCancel()
+			select {
+			case <-ctx.Done():
+				return
+			case <-tick.C:
+			}
+		}
+	}()
+	return func() []error {
+		cancel()
+		<-done
+		mu.Lock()
+		defer mu.Unlock()
+		return errs
+	}
+}
+
+// getBody GETs url with c and returns the body of a 200 answer.
+func getBody(ctx context.Context, c *http.Client, url string) (string, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return "", err
+	}
+	resp, err := c.Do(req)
+	if err != nil {
+		return "", err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err == nil && resp.StatusCode != http.StatusOK {
+		err = fmt.Errorf("GET %s: %s", url, resp.Status)
+	}
+	return string(b), err
+}
