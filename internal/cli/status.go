@@ -146,15 +146,25 @@ func describe(w io.Writer, es *elastiv1alpha1.ElastiService, sc scaleReading, no
 		fmt.Fprintf(w, "  [%d] %s\n", i, t.Type)
 		tw = tabwriter.NewWriter(w, 0, 8, 2, ' ', 0)
 		sub := func(name, value string) { fmt.Fprintf(tw, "      %s:\t%s\n", name, value) }
-		sub("Query", orNone(t.Metadata.Query))
-		threshold := "0 (default)"
-		if t.Metadata.Threshold != nil {
-			threshold = string(*t.Metadata.Threshold)
-		}
-		sub("Threshold", threshold+"; a value below it is idle")
-		sub("Server", orDefault(t.Metadata.ServerAddress, "the operator's --prometheus-address"))
-		if t.Metadata.UptimeFilter != "" {
-			sub("Uptime filter", t.Metadata.UptimeFilter)
+		if t.Type == elastiv1alpha1.TriggerTypeNetwork {
+			// A network trigger has no query or server: only a threshold.
+			threshold := fmt.Sprintf("the operator's --network-threshold (%g B/s unless set)", float64(scaling.DefaultNetworkThreshold))
+			if t.Metadata.Threshold != nil {
+				threshold = string(*t.Metadata.Threshold) + " B/s"
+			}
+			sub("Reads", "bytes the ready pods received, from their nodes' kubelets, beyond their probes")
+			sub("Threshold", threshold+"; a rate below it over the cooldown is idle")
+		} else {
+			sub("Query", orNone(t.Metadata.Query))
+			threshold := "0 (default)"
+			if t.Metadata.Threshold != nil {
+				threshold = string(*t.Metadata.Threshold)
+			}
+			sub("Threshold", threshold+"; a value below it is idle")
+			sub("Server", orDefault(t.Metadata.ServerAddress, "the operator's --prometheus-address"))
+			if t.Metadata.UptimeFilter != "" {
+				sub("Uptime filter", t.Metadata.UptimeFilter)
+			}
 		}
 		sub("Last result", triggerResult(es.Status.Conditions, i))
 		if err := tw.Flush(); err != nil {

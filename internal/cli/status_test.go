@@ -9,6 +9,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 
 	elastiv1alpha1 "elasti.dev/elasti/api/v1alpha1"
 	"elasti.dev/elasti/internal/contract"
@@ -191,6 +192,39 @@ func TestDescribeSchedules(t *testing.T) {
 	}
 	if got := preWarmLine(elastiv1alpha1.PreWarm{Schedule: "55 8 * * 1-5", TimeZone: "Nowhere/Town"}, testNow); !strings.Contains(got, "invalid, never fires") {
 		t.Errorf("an unknown zone reads %q", got)
+	}
+}
+
+// TestDescribeNetworkTrigger: a network trigger shows its threshold in
+// bytes per second, or the operator's default, and none of the
+// prometheus lines.
+func TestDescribeNetworkTrigger(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		threshold *elastiv1alpha1.Threshold
+		want      string
+	}{
+		{"threshold 64", ptr.To(elastiv1alpha1.Threshold("64")), "64 B/s; a rate below it over the cooldown is idle"},
+		{"no threshold", nil, "the operator's --network-threshold (20 B/s unless set); a rate below it over the cooldown is idle"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			es := testES(func(es *elastiv1alpha1.ElastiService) {
+				es.Spec.Triggers = []elastiv1alpha1.ScaleTrigger{{Type: elastiv1alpha1.TriggerTypeNetwork, Metadata: elastiv1alpha1.TriggerMetadata{Threshold: tc.threshold}}}
+			})
+			var b bytes.Buffer
+			if err := describe(&b, es, scaleReading{current: 1, desired: 1}, testNow); err != nil {
+				t.Fatal(err)
+			}
+			_, triggers, _ := strings.Cut(b.String(), "\nTriggers:\n")
+			want := `  [0] network
+      Reads:        bytes the ready pods received, from their nodes' kubelets, beyond their probes
+      Threshold:    ` + tc.want + `
+      Last result:  idle: all 1 triggers report idle
+`
+			if diff := cmp.Diff(want, triggers); diff != "" {
+				t.Errorf("triggers (-want +got):\n%s", diff)
+			}
+		})
 	}
 }
 

@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"strconv"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -65,6 +66,16 @@ func KubeletTransport(cfg *rest.Config, caFile string, insecure bool) (http.Roun
 	return rt, nil
 }
 
+// summaryAttempts is how many times a kubelet's 5xx answer is tried again,
+// summaryRetryDelay apart: a kubelet whose stats come from containerd 1.6
+// answers 500 to the whole request while one pod sandbox on the node is
+// being torn down (ListPodSandboxStats: "task ... not found"), which lasts
+// a moment.
+const (
+	summaryAttempts   = 3
+	summaryRetryDelay = 500 * time.Millisecond
+)
+
 // Summary reads the Summary API of the named node.
 func (k *KubeletSummaries) Summary(ctx context.Context, nodeName string) (*statsv1alpha1.Summary, error) {
 	node := &corev1.Node{}
@@ -83,6 +94,26 @@ func (k *KubeletSummaries) Summary(ctx context.Context, nodeName string) (*stats
 		port = defaultKubeletPort
 	}
 	url := "https://" + net.JoinHostPort(host, strconv.Itoa(port)) + "/stats/summary"
+	for attempt := 1; ; attempt++ {
+		s, err := k.get(ctx, url)
+		var status *serverError
+		if err == nil || !errors.As(err, &status) || attempt == summaryAttempts {
+			return s, err
+		}
+		select {
+		case <-ctx.Done():
+			return nil, err
+		case <-time.After(summaryRetryDelay):
+		}
+	}
+}
+
+// serverError is a kubelet's 5xx answer.
+type serverError struct{ msg string }
+
+func (e *serverError) Error() string { return e.msg }
+
+func (k *KubeletSummaries) get(ctx context.Context, url string) (*statsv1alpha1.Summary, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
 		return nil, err
@@ -100,6 +131,8 @@ func (k *KubeletSummaries) Summary(ctx context.Context, nodeName string) (*stats
 	switch {
 	case resp.StatusCode == http.StatusUnauthorized || resp.StatusCode == http.StatusForbidden:
 		return nil, fmt.Errorf("%s answered %s: the operator needs get on nodes/stats (the chart and the kustomize install grant it), and the kubelet must authorize with the API server (authorization mode Webhook): %w", url, resp.Status, errKubeletForbidden)
+	case resp.StatusCode >= 500:
+		return nil, &serverError{msg: fmt.Sprintf("%s answered %s", url, resp.Status)}
 	case resp.StatusCode != http.StatusOK:
 		return nil, fmt.Errorf("%s answered %s", url, resp.Status)
 	}

@@ -226,7 +226,7 @@ func TestNetworkThresholdFromSpec(t *testing.T) {
 		if f.pods[i].Name != "probe10s" {
 			continue
 		}
-		// probe10s received about 48 B/s beyond its probes: a threshold of
+		// probe10s received about 37 B/s beyond its probes: a threshold of
 		// 100 calls that idle, the default calls it active.
 		es, slice := networkService(&f.pods[i], ptr.To(elastiv1alpha1.Threshold("100")))
 		e, kubelet := fixtureEvaluator(f, &f.pods[i], slice)

@@ -208,7 +208,7 @@ func TestInvalidElastiServicesAreRejected(t *testing.T) {
 		{
 			name:      "unknown trigger type",
 			edit:      func(o map[string]any) { trigger(o)["type"] = "cpu" },
-			wantField: "spec.triggers[0].type", wantText: `supported values: "prometheus"`,
+			wantField: "spec.triggers[0].type", wantText: `supported values: "prometheus", "podMetrics", "network"`,
 		},
 		{
 			name:      "prometheus trigger without query",

@@ -59,6 +59,51 @@ func TestPodMetricsTriggerIsAccepted(t *testing.T) {
 	t.Cleanup(func() { _ = k8s.Delete(ctx, min) })
 }
 
+const networkManifest = `
+apiVersion: elasti.dev/v1alpha1
+kind: ElastiService
+metadata: {name: net, namespace: default}
+spec:
+  service: web
+  scaleTargetRef: {apiVersion: apps/v1, kind: Deployment, name: web}
+  triggers:
+  - type: network
+    metadata:
+      threshold: 64
+`
+
+// A network trigger takes a threshold or nothing: the operator's
+// --network-threshold applies then.
+func TestNetworkTriggerIsAccepted(t *testing.T) {
+	ctx := context.Background()
+	obj := decode(t, networkManifest)
+	if err := k8s.Create(ctx, obj); err != nil {
+		t.Fatalf("create: %v", err)
+	}
+	t.Cleanup(func() { _ = k8s.Delete(ctx, obj) })
+	got := &elastiv1alpha1.ElastiService{}
+	if err := k8s.Get(ctx, client.ObjectKeyFromObject(obj), got); err != nil {
+		t.Fatal(err)
+	}
+	if tr := got.Spec.Triggers[0]; tr.Type != elastiv1alpha1.TriggerTypeNetwork || tr.Metadata.Threshold == nil || *tr.Metadata.Threshold != "64" {
+		t.Errorf("stored trigger: %+v", tr)
+	}
+
+	bare := decode(t, networkManifest)
+	bare.SetName("net-bare")
+	delete(trigger(bare.Object), "metadata")
+	if err := k8s.Create(ctx, bare); err != nil {
+		t.Fatalf("create without metadata: %v", err)
+	}
+	t.Cleanup(func() { _ = k8s.Delete(ctx, bare) })
+	if err := k8s.Get(ctx, client.ObjectKeyFromObject(bare), got); err != nil {
+		t.Fatal(err)
+	}
+	if tr := got.Spec.Triggers[0]; tr.Type != elastiv1alpha1.TriggerTypeNetwork || tr.Metadata.Threshold != nil {
+		t.Errorf("stored trigger without metadata: %+v", tr)
+	}
+}
+
 func TestInvalidTriggerMetadataIsRejected(t *testing.T) {
 	ctx := context.Background()
 	md := func(o map[string]any) map[string]any { return trigger(o)["metadata"].(map[string]any) }
@@ -66,13 +111,22 @@ func TestInvalidTriggerMetadataIsRejected(t *testing.T) {
 	for i := 0; i < 17; i++ {
 		manyLabels[fmt.Sprintf("l%d", i)] = "v"
 	}
-	cases := []struct {
+	type rejection struct {
 		name     string
 		manifest string
 		edit     func(o map[string]any)
 		// wantField and wantText must both appear in the apiserver's message.
 		wantField, wantText string
-	}{
+	}
+	networkWith := func(key string, value any) rejection {
+		return rejection{
+			name: "network with " + key, manifest: networkManifest,
+			edit: func(o map[string]any) { md(o)[key] = value },
+			// The colon: the error is at metadata, not at metadata.<key>.
+			wantField: "spec.triggers[0].metadata: ", wantText: "a network trigger takes only metadata.threshold",
+		}
+	}
+	cases := []rejection{
 		{
 			name: "podMetrics without metricName", manifest: podMetricsManifest,
 			edit:      func(o map[string]any) { delete(md(o), "metricName") },
@@ -118,6 +172,19 @@ func TestInvalidTriggerMetadataIsRejected(t *testing.T) {
 			edit:      func(o map[string]any) { md(o)["path"] = "/metrics" },
 			wantField: "spec.triggers[0].metadata.path", wantText: "metadata.path is for podMetrics triggers only",
 		},
+		// A network trigger refuses every key but threshold, with one rule
+		// at metadata; each value below is valid for the trigger type that
+		// takes it, so that only that rule refuses it.
+		networkWith("query", "sum(rate(http_requests_total[1m]))"),
+		networkWith("serverAddress", "http://prometheus.monitoring:9090"),
+		networkWith("uptimeFilter", `container="prometheus"`),
+		networkWith("headers", map[string]any{"X-Scope-OrgID": "a"}),
+		networkWith("authSecretRef", map[string]any{"name": "prometheus-token", "key": "token"}),
+		networkWith("basicAuthSecretRef", map[string]any{"name": "prometheus-basic"}),
+		networkWith("metricName", "http_requests_total"),
+		networkWith("labels", map[string]any{"code": "200"}),
+		networkWith("port", int64(8080)),
+		networkWith("path", "/metrics"),
 		{
 			name: "metricName not a metric name", manifest: podMetricsManifest,
 			edit:      func(o map[string]any) { md(o)["metricName"] = "http-requests" },
