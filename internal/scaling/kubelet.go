@@ -9,12 +9,14 @@ import (
 	"net"
 	"net/http"
 	"strconv"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
+	"k8s.io/utils/clock"
 	statsv1alpha1 "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
@@ -33,12 +35,35 @@ var errKubeletForbidden = errors.New("refused by the kubelet")
 // operator's own credentials, which the kubelet authorizes as get on
 // nodes/stats. It never goes through the API server's node proxy, which
 // would need nodes/proxy, a far wider grant.
+//
+// Requests to one node are made one at a time, and an answer younger than
+// summaryMaxAge serves every trigger that asks meanwhile: the network
+// triggers of many ElastiServices whose pods share a node cost the kubelet
+// one request, and a container runtime that handles concurrent stats
+// requests badly gets none from the operator.
 type KubeletSummaries struct {
 	// Nodes reads the Node objects, for the kubelet's address and port.
 	Nodes client.Reader
 	// Transport carries the requests with the operator's credentials (see
 	// KubeletTransport).
 	Transport http.RoundTripper
+	// Clock times the answers kept for reuse; nil means the real clock.
+	Clock clock.PassiveClock
+
+	mu    sync.Mutex
+	nodes map[string]*nodeSummary
+}
+
+// summaryMaxAge is how long a node's Summary API answer is reused. The
+// kubelet's own figures are refreshed every 10 to 15 s (cAdvisor's
+// housekeeping), so a reused answer loses nothing.
+const summaryMaxAge = 2 * time.Second
+
+// nodeSummary is a node's last answer; mu serializes its requests.
+type nodeSummary struct {
+	mu      sync.Mutex
+	at      time.Time
+	summary *statsv1alpha1.Summary
 }
 
 // KubeletTransport is the transport for KubeletSummaries: the operator's
@@ -76,8 +101,39 @@ const (
 	summaryRetryDelay = 500 * time.Millisecond
 )
 
-// Summary reads the Summary API of the named node.
+// Summary reads the Summary API of the named node. The answer is shared:
+// callers must not change it.
 func (k *KubeletSummaries) Summary(ctx context.Context, nodeName string) (*statsv1alpha1.Summary, error) {
+	k.mu.Lock()
+	if k.nodes == nil {
+		k.nodes = map[string]*nodeSummary{}
+	}
+	n := k.nodes[nodeName]
+	if n == nil {
+		n = &nodeSummary{}
+		k.nodes[nodeName] = n
+	}
+	k.mu.Unlock()
+
+	clk := k.Clock
+	if clk == nil {
+		clk = clock.RealClock{}
+	}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if age := clk.Since(n.at); n.summary != nil && age >= 0 && age < summaryMaxAge {
+		return n.summary, nil
+	}
+	s, err := k.read(ctx, nodeName)
+	if err != nil {
+		return nil, err
+	}
+	n.summary, n.at = s, clk.Now()
+	return s, nil
+}
+
+// read asks the named node's kubelet.
+func (k *KubeletSummaries) read(ctx context.Context, nodeName string) (*statsv1alpha1.Summary, error) {
 	node := &corev1.Node{}
 	if err := k.Nodes.Get(ctx, types.NamespacedName{Name: nodeName}, node); err != nil {
 		if apierrors.IsForbidden(err) {

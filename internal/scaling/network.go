@@ -28,9 +28,9 @@ const (
 // none: the bytes per second, beyond its pods' probes, below which a
 // target is idle. It was measured on the local cluster (docs/triggers.md,
 // "How the network threshold was chosen"; the fixtures in
-// testdata/network): a pod with probes only received from -1 to 15 B/s
+// testdata/network): a pod with probes only received from -8 to 15 B/s
 // beyond what its probes account for, and one small keep-alive HTTP
-// request every 5 s added 36 to 46 B/s. 20 sits between, with room for a
+// request every 5 s added 36 to 59 B/s. 20 sits between, with room for a
 // metrics scrape every 30 s or less often.
 const DefaultNetworkThreshold = 20
 
@@ -182,6 +182,9 @@ func readyPodRefs(slices []discoveryv1.EndpointSlice) ([]podRef, *Result) {
 
 // networkSample is one pod's reading.
 type networkSample struct {
+	// at is when the kubelet took it (cAdvisor refreshes it every 10 to 15
+	// s), or when it was read, for a kubelet that gives no time.
+	at      time.Time
 	rxBytes uint64
 	// probeRate is the bytes per second the pod's probes are expected to
 	// send it (probeBytesPerSecond).
@@ -210,6 +213,7 @@ func (e *Evaluator) readNetwork(ctx context.Context, refs []podRef, pods map[str
 	}
 	sort.Strings(nodes)
 	out := make(map[string]networkSample, len(refs))
+	now := e.clock().Now()
 	for _, node := range nodes {
 		rctx, cancel := context.WithTimeout(ctx, e.timeout())
 		summary, err := e.Kubelets.Summary(rctx, node)
@@ -232,7 +236,10 @@ func (e *Evaluator) readNetwork(ctx context.Context, refs []podRef, pods map[str
 					"the kubelet of node %s reports no received bytes for pod %s/%s; its stats provider may not see pods' network (docs/triggers.md)", node, p.namespace, p.name))
 				return nil, &r
 			}
-			s := networkSample{rxBytes: rx, started: stats[p.uid].StartTime.Time}
+			s := networkSample{at: now, rxBytes: rx, started: stats[p.uid].StartTime.Time}
+			if t := stats[p.uid].Network.Time.Time; t.After(s.started) && !t.After(now) {
+				s.at = t
+			}
 			if pod := pods[p.uid]; pod != nil {
 				s.probeRate = probeBytesPerSecond(pod)
 			}
@@ -362,7 +369,7 @@ func (n *networkPods) observe(key historyKey, now time.Time, samples map[string]
 		n.lastSweep = now
 		for k, pods := range n.byKey {
 			for uid, p := range pods {
-				if now.Sub(p.at) > networkForget {
+				if now.Sub(p.seen) > networkForget {
 					delete(pods, uid)
 				}
 			}
@@ -380,11 +387,12 @@ func (n *networkPods) observe(key historyKey, now time.Time, samples map[string]
 	for uid, s := range samples {
 		p := pods[uid]
 		if p == nil {
-			p = newNetworkPod(now, s)
+			p = newNetworkPod(s)
 			pods[uid] = p
 		} else {
-			p.observe(now, s)
+			p.observe(s)
 		}
+		p.seen = now
 		out[uid] = p.total
 	}
 	return out
@@ -402,25 +410,29 @@ func (n *networkPods) observe(key historyKey, now time.Time, samples map[string]
 // maxNetworkSlack of probe traffic, so that an estimate that runs high
 // cannot hide more than that much later traffic.
 type networkPod struct {
-	at    time.Time
-	raw   uint64
-	slack float64
-	total float64
+	// at is the time of the last sample, seen when it was last read.
+	at, seen time.Time
+	raw      uint64
+	slack    float64
+	total    float64
 }
 
 // newNetworkPod starts a pod's state: its bytes since it started beyond
 // its probes' estimate over that time, or 0. (A pod already there when
 // the trigger's history starts counts from its first sample whatever
 // this is: see counterHistory.record.)
-func newNetworkPod(now time.Time, s networkSample) *networkPod {
+func newNetworkPod(s networkSample) *networkPod {
 	total := float64(s.rxBytes)
-	if !s.started.IsZero() && now.After(s.started) {
-		total -= s.probeRate * now.Sub(s.started).Seconds()
+	if !s.started.IsZero() && s.at.After(s.started) {
+		total -= s.probeRate * s.at.Sub(s.started).Seconds()
 	}
-	return &networkPod{at: now, raw: s.rxBytes, total: max(total, 0)}
+	return &networkPod{at: s.at, raw: s.rxBytes, total: max(total, 0)}
 }
 
-func (p *networkPod) observe(now time.Time, s networkSample) {
+// observe takes a pod's new sample; the same sample again (the kubelet had
+// not refreshed it) adds nothing.
+func (p *networkPod) observe(s networkSample) {
+	now := s.at
 	if !now.After(p.at) {
 		return
 	}

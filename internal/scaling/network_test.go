@@ -109,24 +109,27 @@ func networkService(pod *corev1.Pod, threshold *elastiv1alpha1.Threshold) (*elas
 // request every 5 s received more than the threshold beyond its probes.
 func TestNetworkFixtureProbeModel(t *testing.T) {
 	f := readNetworkFixture(t)
-	rx := func(s *statsv1alpha1.Summary, name string) uint64 {
+	// Each pod's bytes and the time the kubelet took them (cAdvisor's
+	// sample, some seconds before the summary was read).
+	rx := func(s *statsv1alpha1.Summary, name string) (float64, time.Time) {
 		for i := range s.Pods {
 			if s.Pods[i].PodRef.Name == name {
 				v, ok := podRxBytes(&s.Pods[i])
 				if !ok {
 					t.Fatalf("no rxBytes for %s", name)
 				}
-				return v
+				return float64(v), s.Pods[i].Network.Time.Time
 			}
 		}
 		t.Fatalf("no pod %s in the summary", name)
-		return 0
+		return 0, time.Time{}
 	}
-	secs := f.at[2].Sub(f.at[0]).Seconds()
 	excess := map[string]float64{}
 	for name, rate := range f.probeRates {
-		excess[name] = float64(rx(f.summaries[2], name)-rx(f.summaries[0], name))/secs - rate
-		t.Logf("%s: probes %.1f B/s, beyond them %.1f B/s", name, rate, excess[name])
+		v0, t0 := rx(f.summaries[0], name)
+		v2, t2 := rx(f.summaries[2], name)
+		excess[name] = (v2-v0)/t2.Sub(t0).Seconds() - rate
+		t.Logf("%s: probes %.1f B/s, beyond them %.1f B/s (over %s)", name, rate, excess[name], t2.Sub(t0))
 	}
 	if len(excess) != 4 {
 		t.Fatalf("pods = %v, want noprobe, probe1s, probegrpc and probe10s", excess)
@@ -255,12 +258,12 @@ func TestNetworkPodSawtooth(t *testing.T) {
 			secs := at.Sub(start).Seconds()
 			return uint64(math.Floor(secs)*probe + secs*traffic)
 		}
-		p := newNetworkPod(start, networkSample{rxBytes: 0, probeRate: rate, started: start})
+		p := newNetworkPod(networkSample{at: start, rxBytes: 0, probeRate: rate, started: start})
 		at := start
 		var mid float64
 		for at.Before(start.Add(20 * time.Minute)) {
 			at = at.Add(time.Duration(5+rng.IntN(25000)) * time.Millisecond)
-			p.observe(at, networkSample{rxBytes: received(at), probeRate: rate, started: start})
+			p.observe(networkSample{at: at, rxBytes: received(at), probeRate: rate, started: start})
 			if mid == 0 && at.After(start.Add(10*time.Minute)) {
 				mid = p.total
 			}
@@ -277,13 +280,14 @@ func TestNetworkPodSawtooth(t *testing.T) {
 
 func TestNetworkPodCounterReset(t *testing.T) {
 	start := time.Date(2026, 11, 25, 0, 0, 0, 0, time.UTC)
-	p := newNetworkPod(start, networkSample{rxBytes: 10000, started: start.Add(-time.Hour)})
-	p.observe(start.Add(10*time.Second), networkSample{rxBytes: 10500})
+	p := newNetworkPod(networkSample{at: start, rxBytes: 10000, started: start.Add(-time.Hour)})
+	p.observe(networkSample{at: start.Add(10 * time.Second), rxBytes: 10500})
+	p.observe(networkSample{at: start.Add(10 * time.Second), rxBytes: 10500}) // the same sample again
 	if p.total != 10500 {
 		t.Fatalf("total = %.0f, want 10500", p.total)
 	}
 	// The sandbox was re-created: its counter restarted at 0 and is at 300.
-	p.observe(start.Add(20*time.Second), networkSample{rxBytes: 300})
+	p.observe(networkSample{at: start.Add(20 * time.Second), rxBytes: 300})
 	if p.total != 10800 {
 		t.Errorf("after the reset total = %.0f, want 10800: the new counter's 300 bytes all count", p.total)
 	}

@@ -212,11 +212,8 @@ func (c Config) cniConfig() string {
 // kubeletConfig runs the kubelet with the cgroupfs driver on cgroup v1, its
 // pods under CgroupRoot, image garbage collection off (images cannot be
 // pulled back) and low eviction thresholds so a full disk elsewhere does not
-// evict the tests' pods. Its pod and container stats come from containerd
-// (PodAndContainerStatsFromCRI): cAdvisor's containerd support only dials
-// /run/containerd/containerd.sock, not this cluster's socket, and without
-// it the Summary API has no pod network stats (the network trigger's
-// source).
+// evict the tests' pods. Pods' network stats (the network trigger's source)
+// come from cAdvisor, through the link linkContainerdSocket makes.
 func (c Config) kubeletConfig() string {
 	pki := c.pkiDir()
 	return fmt.Sprintf(`apiVersion: kubelet.config.k8s.io/v1beta1
@@ -265,8 +262,6 @@ shutdownGracePeriodCriticalPods: 0s
 nodeStatusUpdateFrequency: 5s
 syncFrequency: 10s
 fileCheckFrequency: 20s
-featureGates:
-  PodAndContainerStatsFromCRI: true
 `, c.NodeIP, pki, c.ContainerdSocket(), c.CgroupRoot, c.DNSServiceIP, filepath.Join(c.etcDir(), "resolv.conf"),
 		c.path("pod-logs"), c.path("kubelet-plugins"))
 }

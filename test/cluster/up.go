@@ -177,6 +177,7 @@ func (c Config) Up(ctx context.Context, logf Logf) error {
 	if err := startAndWait("containerd", containerdReady); err != nil {
 		return err
 	}
+	c.linkContainerdSocket(logf)
 	for _, p := range sysImages {
 		if err := c.ImportImage(ctx, p); err != nil {
 			return err
@@ -308,4 +309,36 @@ func (c Config) logTail(name string, n int) string {
 		lines = lines[len(lines)-n:]
 	}
 	return "--- " + c.LogFile(name) + " (last lines)\n" + strings.Join(lines, "\n")
+}
+
+// cadvisorContainerdSocket is where the kubelet's built-in cAdvisor looks
+// for containerd (cAdvisor's own --containerd flag, which the kubelet does
+// not expose).
+const cadvisorContainerdSocket = "/run/containerd/containerd.sock"
+
+// linkContainerdSocket points cadvisorContainerdSocket at this cluster's
+// containerd, before the kubelet starts, as a node whose containerd
+// listens at its usual path has it. Without it cAdvisor cannot read pods'
+// network, and the Summary API has none. The kubelet could take the stats
+// from containerd over CRI instead (the PodAndContainerStatsFromCRI
+// feature gate), but Debian 12's containerd 1.6.20 then dies of a
+// concurrent map write in ListPodSandboxStats under concurrent requests.
+// Down removes the link with the others pointing into the state directory
+// (restoreBaseline). A socket already there (a containerd of the
+// machine's own) is left alone, and said.
+func (c Config) linkContainerdSocket(logf Logf) {
+	if target, err := os.Readlink(cadvisorContainerdSocket); err == nil && target == c.ContainerdSocket() {
+		return
+	}
+	if _, err := os.Lstat(cadvisorContainerdSocket); err == nil {
+		logf("%s belongs to another containerd: the kubelet's Summary API will have no pod network stats (network triggers report NetworkStatsUnavailable)", cadvisorContainerdSocket)
+		return
+	}
+	err := os.MkdirAll(filepath.Dir(cadvisorContainerdSocket), 0o700)
+	if err == nil {
+		err = os.Symlink(c.ContainerdSocket(), cadvisorContainerdSocket)
+	}
+	if err != nil {
+		logf("link %s: %v: the kubelet's Summary API will have no pod network stats", cadvisorContainerdSocket, err)
+	}
 }
