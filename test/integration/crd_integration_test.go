@@ -198,12 +198,28 @@ func TestInvalidElastiServicesAreRejected(t *testing.T) {
 		{
 			name:      "non-numeric threshold",
 			edit:      func(o map[string]any) { setThreshold(o, "low") },
-			wantField: "spec.triggers[0].metadata.threshold", wantText: `got "low", which is not a number; a prometheus trigger needs a threshold that is a number (threshold: 0.1) or a numeric string (threshold: "0.1")`,
+			wantField: "spec.triggers[0].metadata.threshold", wantText: `got "low", which is not a number; a threshold is a number (threshold: 0.1) or a numeric string (threshold: "0.1")`,
+		},
+		{
+			name: "non-numeric threshold on a network trigger",
+			edit: func(o map[string]any) {
+				trigger(o)["type"] = "network"
+				trigger(o)["metadata"] = map[string]any{"threshold": "lots"}
+			},
+			wantField: "spec.triggers[0].metadata.threshold", wantText: `got "lots", which is not a number; a threshold is a number`,
+		},
+		{
+			name: "out-of-range threshold on a podMetrics trigger",
+			edit: func(o map[string]any) {
+				trigger(o)["type"] = "podMetrics"
+				trigger(o)["metadata"] = map[string]any{"metricName": "http_requests_total", "port": int64(8080), "threshold": "1e400"}
+			},
+			wantField: "spec.triggers[0].metadata.threshold", wantText: `got "1e400", which is out of range`,
 		},
 		{
 			name:      "missing threshold",
 			edit:      func(o map[string]any) { setThreshold(o, nil) },
-			wantField: "spec.triggers[0].metadata.threshold", wantText: "spec.triggers[0].metadata.threshold: missing; a prometheus trigger needs a threshold",
+			wantField: "spec.triggers[0].metadata.threshold", wantText: "spec.triggers[0].metadata.threshold: missing, and a prometheus trigger needs one; a threshold is a number",
 		},
 		{
 			name:      "unknown trigger type",
