@@ -146,7 +146,18 @@ func describe(w io.Writer, es *elastiv1alpha1.ElastiService, sc scaleReading, no
 		fmt.Fprintf(w, "  [%d] %s\n", i, t.Type)
 		tw = tabwriter.NewWriter(w, 0, 8, 2, ' ', 0)
 		sub := func(name, value string) { fmt.Fprintf(tw, "      %s:\t%s\n", name, value) }
-		if t.Type == elastiv1alpha1.TriggerTypeNetwork {
+		switch t.Type {
+		case elastiv1alpha1.TriggerTypePodMetrics:
+			// A podMetrics trigger scrapes the pods: no query or server.
+			md := t.Metadata
+			path := orDefault(md.Path, "/metrics")
+			sub("Scrapes", fmt.Sprintf("%s%s from port %d of each ready pod", md.MetricName, labelText(md.Labels), md.Port)+", at "+path)
+			threshold := "none: the trigger is unhealthy until one is set"
+			if md.Threshold != nil {
+				threshold = string(*md.Threshold) + " per second; a rate below it over the cooldown is idle"
+			}
+			sub("Threshold", threshold)
+		case elastiv1alpha1.TriggerTypeNetwork:
 			// A network trigger has no query or server: only a threshold.
 			threshold := fmt.Sprintf("the operator's --network-threshold (%g B/s unless set)", float64(scaling.DefaultNetworkThreshold))
 			if t.Metadata.Threshold != nil {
@@ -154,7 +165,7 @@ func describe(w io.Writer, es *elastiv1alpha1.ElastiService, sc scaleReading, no
 			}
 			sub("Reads", "bytes the ready pods received, from their nodes' kubelets, beyond their probes")
 			sub("Threshold", threshold+"; a rate below it over the cooldown is idle")
-		} else {
+		default:
 			sub("Query", orNone(t.Metadata.Query))
 			threshold := "0 (default)"
 			if t.Metadata.Threshold != nil {
@@ -172,6 +183,24 @@ func describe(w io.Writer, es *elastiv1alpha1.ElastiService, sc scaleReading, no
 		}
 	}
 	return nil
+}
+
+// labelText writes a podMetrics trigger's labels as a series selector,
+// {code="200"}, sorted; nothing without labels.
+func labelText(labels map[string]string) string {
+	if len(labels) == 0 {
+		return ""
+	}
+	keys := make([]string, 0, len(labels))
+	for k := range labels {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	parts := make([]string, len(keys))
+	for i, k := range keys {
+		parts[i] = fmt.Sprintf("%s=%q", k, labels[k])
+	}
+	return "{" + strings.Join(parts, ",") + "}"
 }
 
 // preWarmLine words a pre-warm schedule and its next firing, with the

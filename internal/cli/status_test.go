@@ -228,6 +228,30 @@ func TestDescribeNetworkTrigger(t *testing.T) {
 	}
 }
 
+// TestDescribePodMetricsTrigger: a podMetrics trigger shows what it
+// scrapes and its threshold, and none of the prometheus lines.
+func TestDescribePodMetricsTrigger(t *testing.T) {
+	es := testES(func(es *elastiv1alpha1.ElastiService) {
+		es.Spec.Triggers = []elastiv1alpha1.ScaleTrigger{{Type: elastiv1alpha1.TriggerTypePodMetrics, Metadata: elastiv1alpha1.TriggerMetadata{
+			MetricName: "http_requests_total", Port: 8080, Labels: map[string]string{"method": "get", "code": "200"},
+			Threshold: ptr.To(elastiv1alpha1.Threshold("0.01")),
+		}}}
+	})
+	var b bytes.Buffer
+	if err := describe(&b, es, scaleReading{current: 1, desired: 1}, testNow); err != nil {
+		t.Fatal(err)
+	}
+	_, triggers, _ := strings.Cut(b.String(), "\nTriggers:\n")
+	want := `  [0] podMetrics
+      Scrapes:      http_requests_total{code="200",method="get"} from port 8080 of each ready pod, at /metrics
+      Threshold:    0.01 per second; a rate below it over the cooldown is idle
+      Last result:  idle: all 1 triggers report idle
+`
+	if diff := cmp.Diff(want, triggers); diff != "" {
+		t.Errorf("triggers (-want +got):\n%s", diff)
+	}
+}
+
 func TestDescribeWithoutStatusOrScale(t *testing.T) {
 	es := testES(func(es *elastiv1alpha1.ElastiService) {
 		es.Status = elastiv1alpha1.ElastiServiceStatus{}
