@@ -18,6 +18,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	elastiv1alpha1 "elasti.dev/elasti/api/v1alpha1"
@@ -96,7 +97,10 @@ func stayAwake(t *testing.T, e *Env, ns string, d time.Duration) {
 // their cooldown and wake them on a request; keep awake a service that gets
 // one small keep-alive request every 5 s, and one whose open WebSocket
 // exchanges a message every 2 s, each of which sleeps once its client
-// stops; and a request in the confirmation window calls the sleep off.
+// stops; and a request in the confirmation window calls the sleep off. A
+// podMetrics trigger (the app's own counter, scraped by the operator)
+// keeps the app awake under a request every 5 s, lets it sleep once they
+// stop, and the app wakes on the next request, without Prometheus too.
 //
 // The demo app's HTTP readiness probe runs every second: about 460 B/s the
 // trigger must set aside, ten times what the 5 s requests send.
@@ -114,6 +118,39 @@ func TestNetworkTriggerWithoutPrometheus(t *testing.T) {
 		body := []byte(strings.Repeat("network trigger ", 256))
 		Eventually(t, 2*time.Minute, time.Second, func(ctx context.Context) error {
 			return postWithBody(ctx, e.keepAliveClient(time.Minute), httpURL(ip, DemoHTTPPort), body)
+		})
+	})
+
+	t.Run("podMetrics: the app's own counter, no Prometheus", func(t *testing.T) {
+		t.Parallel()
+		ns, ip := demoApp(t, e)
+		// The demo app creates its counter's series on its first request
+		// (until then the trigger says MetricNotFound, and keeps it awake).
+		answers(t, e, httpURL(ip, DemoHTTPPort), time.Minute)
+		e.Create(t, estest.New(ns, "demoapp", estest.Cooldown(5), func(es *elastiv1alpha1.ElastiService) {
+			es.Spec.Triggers = []elastiv1alpha1.ScaleTrigger{{Type: elastiv1alpha1.TriggerTypePodMetrics, Metadata: elastiv1alpha1.TriggerMetadata{
+				MetricName: "http_requests_total", Port: DemoHTTPTarget, Threshold: ptr.To(elastiv1alpha1.Threshold("0.01")),
+			}}}
+		}))
+		// A request every 5 s (0.2/s) is above the threshold: awake.
+		c := e.keepAliveClient(30 * time.Second)
+		stop := every(5*time.Second, func(ctx context.Context) error {
+			_, err := getBody(ctx, c, httpURL(ip, DemoHTTPPort))
+			return err
+		})
+		StableFor(t, 90*time.Second, time.Second, func(ctx context.Context) error {
+			n, _, err := e.Replicas(ctx, ns, "demoapp")
+			if err == nil && n == 0 {
+				err = errors.New("scaled to zero while the counter rises")
+			}
+			return err
+		})
+		if errs := stop(); len(errs) > 0 {
+			t.Errorf("requests failed: %v", errs)
+		}
+		e.WaitAsleep(t, ns, "demoapp", 4*time.Minute)
+		Eventually(t, 2*time.Minute, time.Second, func(ctx context.Context) error {
+			return postWithBody(ctx, e.keepAliveClient(time.Minute), httpURL(ip, DemoHTTPPort), []byte("wake"))
 		})
 	})
 
