@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"slices"
 	"time"
 
 	"k8s.io/apimachinery/pkg/types"
@@ -18,7 +17,7 @@ var ErrNoEndpoint = errors.New("no ready endpoint accepted the connection")
 
 // endpointSource is what the dialer and the hold logic need from Endpoints.
 type endpointSource interface {
-	Candidates(svc types.NamespacedName, portName string) []string
+	Candidates(svc types.NamespacedName, portName, prefer string) []string
 	Changed(svc types.NamespacedName) <-chan struct{}
 	AnyReady(svc types.NamespacedName) bool
 }
@@ -81,7 +80,7 @@ func (d *dialer) dial(ctx context.Context, t Target, prefer string) (net.Conn, e
 	var lastErr error
 	for {
 		changed := d.endpoints.Changed(t.Service)
-		candidates := preferFirst(d.endpoints.Candidates(t.Service, t.PortName), prefer)
+		candidates := d.endpoints.Candidates(t.Service, t.PortName, prefer)
 		for _, addr := range candidates {
 			actx, cancel := context.WithTimeout(ctx, d.attemptTimeout)
 			c, err := d.dialFunc(actx, "tcp", addr)
@@ -115,12 +114,4 @@ func (d *dialer) dial(ctx context.Context, t Target, prefer string) (net.Conn, e
 		case <-ctx.Done():
 		}
 	}
-}
-
-// preferFirst moves prefer to the front of candidates if it is one of them.
-func preferFirst(candidates []string, prefer string) []string {
-	if i := slices.Index(candidates, prefer); i > 0 {
-		candidates[0], candidates[i] = candidates[i], candidates[0]
-	}
-	return candidates
 }

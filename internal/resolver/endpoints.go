@@ -328,12 +328,24 @@ func (e *Endpoints) AnyReady(svc types.NamespacedName) bool {
 }
 
 // Candidates returns the ready addresses of a Service port in the order a
-// dialer should try them: rotated by one more position on every call, so
-// that new connections spread across endpoints.
-func (e *Endpoints) Candidates(svc types.NamespacedName, portName string) []string {
+// dialer should try them. When prefer is one of them (an HTTP/2 pool's
+// endpoint, which Next already chose), the list starts there and the
+// rotation stays put: otherwise a request that both picks its endpoint and
+// dials would advance the rotation twice, and every such request would get
+// the same endpoint. Otherwise the list is rotated by one more position on
+// every call, so that new connections spread across endpoints.
+func (e *Endpoints) Candidates(svc types.NamespacedName, portName, prefer string) []string {
 	e.mu.RLock()
 	defer e.mu.RUnlock()
-	addrs, start := e.rotateLocked(svc, portName)
+	var addrs []string
+	start := -1
+	if se := e.usableLocked(svc); se != nil && prefer != "" {
+		addrs = se.ready[portName]
+		start = slices.Index(addrs, prefer)
+	}
+	if start < 0 {
+		addrs, start = e.rotateLocked(svc, portName)
+	}
 	if len(addrs) == 0 {
 		return nil
 	}

@@ -149,7 +149,7 @@ func TestEndpointsCandidatesRotate(t *testing.T) {
 	e.Update(slice("ns", "web-1", "web", "http", 80, readyEP("10.0.0.1"), readyEP("10.0.0.2"), readyEP("10.0.0.3")))
 	firsts := map[string]int{}
 	for range 300 {
-		c := e.Candidates(svc, "http")
+		c := e.Candidates(svc, "http", "")
 		if len(c) != 3 {
 			t.Fatalf("Candidates = %v, want all three", c)
 		}
@@ -159,7 +159,7 @@ func TestEndpointsCandidatesRotate(t *testing.T) {
 	if diff := cmp.Diff(want, firsts); diff != "" {
 		t.Errorf("first candidates (-want +got):\n%s", diff)
 	}
-	if c := e.Candidates(svc, "grpc"); len(c) != 0 {
+	if c := e.Candidates(svc, "grpc", ""); len(c) != 0 {
 		t.Errorf("Candidates for a port with no endpoint = %v, want none", c)
 	}
 }
@@ -180,7 +180,7 @@ func TestEndpointsNextIsCandidatesFirst(t *testing.T) {
 			}
 			first = addr
 		} else {
-			first = e.Candidates(svc, "http")[0]
+			first = e.Candidates(svc, "http", "")[0]
 		}
 		firsts[first]++
 	}
@@ -190,6 +190,38 @@ func TestEndpointsNextIsCandidatesFirst(t *testing.T) {
 	}
 	if addr, ok := e.Next(svc, "grpc"); ok {
 		t.Errorf("Next for a port with no endpoint = %q, want none", addr)
+	}
+}
+
+// TestNextThenDialKeepsRotating: an HTTP/2 request picks its endpoint with
+// Next and its pool then dials it, preferring that endpoint. The dial must
+// not advance the rotation too, or every request that dials would land on
+// the same endpoint (each taking two steps of a two-endpoint rotation).
+func TestNextThenDialKeepsRotating(t *testing.T) {
+	svc := types.NamespacedName{Namespace: "ns", Name: "grpcsvc"}
+	e := NewEndpoints()
+	e.Update(slice("ns", "grpcsvc-a", "grpcsvc", "grpc", 9090, readyEP("10.0.0.1")))
+	e.Update(slice("ns", "grpcsvc-b", "grpcsvc", "grpc", 9090, readyEP("10.0.0.2")))
+	picked := map[string]int{}
+	for range 20 {
+		addr, ok := e.Next(svc, "grpc")
+		if !ok {
+			t.Fatal("Next found no ready endpoint")
+		}
+		c := e.Candidates(svc, "grpc", addr)
+		if len(c) != 2 || c[0] != addr {
+			t.Fatalf("candidates preferring %s = %v, want it first of both", addr, c)
+		}
+		picked[addr]++
+	}
+	if diff := cmp.Diff(map[string]int{"10.0.0.1:9090": 10, "10.0.0.2:9090": 10}, picked); diff != "" {
+		t.Errorf("endpoints picked (-want +got):\n%s", diff)
+	}
+	// A preference that is not a ready endpoint (an HTTP/1.1 pool's
+	// Service key) rotates as before.
+	first := e.Candidates(svc, "grpc", "grpcsvc:grpc")[0]
+	if second := e.Candidates(svc, "grpc", "grpcsvc:grpc")[0]; first == second {
+		t.Errorf("two dials without a ready preference both start at %s", first)
 	}
 }
 
@@ -280,7 +312,7 @@ func TestEndpointsFeedGate(t *testing.T) {
 	if got := e.Ready(svc, "http"); len(got) != 0 {
 		t.Fatalf("Ready before the feed synced = %v, want none", got)
 	}
-	if e.AnyReady(svc) || len(e.Candidates(svc, "http")) != 0 {
+	if e.AnyReady(svc) || len(e.Candidates(svc, "http", "")) != 0 {
 		t.Fatal("AnyReady or Candidates see endpoints before the feed synced")
 	}
 	if _, ok := e.Next(svc, "http"); ok {
