@@ -151,7 +151,11 @@ func describe(w io.Writer, es *elastiv1alpha1.ElastiService, sc scaleReading, no
 			// A podMetrics trigger scrapes the pods: no query or server.
 			md := t.Metadata
 			path := orDefault(md.Path, "/metrics")
-			sub("Scrapes", fmt.Sprintf("%s%s from port %d of each ready pod", md.MetricName, labelText(md.Labels), md.Port)+", at "+path)
+			labels := ""
+			if len(md.Labels) > 0 {
+				labels = scaling.LabelText(md.Labels)
+			}
+			sub("Scrapes", fmt.Sprintf("%s%s from port %d of each ready pod", md.MetricName, labels, md.Port)+", at "+path)
 			threshold := "none: the trigger is unhealthy until one is set"
 			if md.Threshold != nil {
 				threshold = string(*md.Threshold) + " per second; a rate below it over the cooldown is idle"
@@ -183,24 +187,6 @@ func describe(w io.Writer, es *elastiv1alpha1.ElastiService, sc scaleReading, no
 		}
 	}
 	return nil
-}
-
-// labelText writes a podMetrics trigger's labels as a series selector,
-// {code="200"}, sorted; nothing without labels.
-func labelText(labels map[string]string) string {
-	if len(labels) == 0 {
-		return ""
-	}
-	keys := make([]string, 0, len(labels))
-	for k := range labels {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	parts := make([]string, len(keys))
-	for i, k := range keys {
-		parts[i] = fmt.Sprintf("%s=%q", k, labels[k])
-	}
-	return "{" + strings.Join(parts, ",") + "}"
 }
 
 // preWarmLine words a pre-warm schedule and its next firing, with the

@@ -108,7 +108,7 @@ func TestSumCounterOnDemoAppPage(t *testing.T) {
 		} {
 			got, err := sumCounter(bytes.NewReader(tc.page), tc.contentType, c.metric, c.labels)
 			if err != nil || got != c.want {
-				t.Errorf("%s: %s%s = %v, %v; want %v", tc.name, c.metric, labelText(c.labels), got, err, c.want)
+				t.Errorf("%s: %s%s = %v, %v; want %v", tc.name, c.metric, LabelText(c.labels), got, err, c.want)
 			}
 		}
 		if _, err := sumCounter(bytes.NewReader(tc.page), tc.contentType, "http_requests_total", map[string]string{"method": "delete"}); !errors.Is(err, errMetricNotFound) {

@@ -162,7 +162,7 @@ func sumCounter(page io.Reader, contentType, metric string, labels map[string]st
 	case !found:
 		return 0, fmt.Errorf("%w: no %s or %s_total on the page (a labelled counter appears only once it has counted; create its series at start)", errMetricNotFound, base, base)
 	case !series:
-		return 0, fmt.Errorf("%w: no series of %s with labels %s", errMetricNotFound, metric, labelText(labels))
+		return 0, fmt.Errorf("%w: no series of %s with labels %s", errMetricNotFound, metric, LabelText(labels))
 	}
 	return sum, nil
 }
@@ -184,8 +184,8 @@ func hasLabels(m *dto.Metric, want map[string]string) bool {
 	return true
 }
 
-// labelText writes labels as a PromQL selector body, sorted: {a="1",b="2"}.
-func labelText(labels map[string]string) string {
+// LabelText writes labels as a PromQL selector body, sorted: {a="1",b="2"}.
+func LabelText(labels map[string]string) string {
 	keys := make([]string, 0, len(labels))
 	for k := range labels {
 		keys = append(keys, k)
