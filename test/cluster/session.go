@@ -45,6 +45,16 @@ func (s Session) Run(work func(teardown bool) error) error {
 	started := !s.Config.Running()
 	var before *Snapshot
 	if started {
+		if s.CheckClean && s.Config.hasLeftovers() {
+			// An earlier cluster that was killed rather than taken down
+			// (a session cut off, a machine stopped mid-run) left its
+			// state behind. Up would remove it after the snapshot, and the
+			// hygiene check would then blame this run for what it cleaned.
+			logf("an earlier cluster left state behind; taking it down before the hygiene snapshot")
+			if err := s.CLI("down"); err != nil {
+				return fmt.Errorf("remove an earlier cluster's leftovers: %w", err)
+			}
+		}
 		if s.CheckClean {
 			var err error
 			if before, err = s.Config.TakeSnapshot(); err != nil {
