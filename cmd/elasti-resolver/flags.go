@@ -42,6 +42,8 @@ func parseFlags(fs *flag.FlagSet, args []string, zapOpts *zap.Options) (config, 
 	fs.IntVar(&o.MaxHeld, "max-held-requests", resolver.DefaultMaxHeld, "Default bound on held requests per ElastiService on this replica (spec.proxy.maxHeldRequests overrides).")
 	fs.DurationVar(&o.RetryAfter, "retry-after", resolver.DefaultRetryAfter, "Retry-After sent with 503 when a hold queue is full.")
 	fs.IntVar(&o.ReadAheadBytes, "hold-read-ahead-bytes", resolver.DefaultReadAheadBytes, "Bytes read ahead from each held HTTP/1.x request body or TCP connection, to see its client leave; a client sending more while held gets 503 (TCP: close).")
+	fs.IntVar(&o.ReleaseConcurrency, "release-concurrency", resolver.DefaultReleaseConcurrency, "Per ElastiService on this replica, how many requests released from a hold go to the woken target at once (until their response headers arrive); the rest of a burst waits its turn.")
+	fs.DurationVar(&o.ReleaseTurn, "release-turn", resolver.DefaultReleaseTurn, "Longest time one released request keeps its turn while its response headers have not arrived (a long poll), so that slow answers slow a burst's release down but never stop it.")
 	fs.DurationVar(&o.DialTimeout, "dial-timeout", resolver.DefaultDialTimeout, "Timeout of one TCP connect to a pod.")
 	fs.DurationVar(&o.ReadHeaderTimeout, "read-header-timeout", resolver.DefaultReadHeaderTimeout, "Time a client has to send request headers.")
 	fs.DurationVar(&o.IdleTimeout, "idle-timeout", resolver.DefaultIdleTimeout, "Idle keep-alive timeout of client connections.")

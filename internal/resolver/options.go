@@ -40,6 +40,13 @@ type Options struct {
 	// than this while held is answered 503 (TCP: closed) instead of being
 	// held on unwatched.
 	ReadAheadBytes int
+	// ReleaseConcurrency bounds, per ElastiService on this replica, the
+	// requests a hold has released that are on their way to the woken
+	// target and have no response headers yet; the rest of a burst waits
+	// its turn (see releasePacer). ReleaseTurn is the longest one request
+	// keeps its turn.
+	ReleaseConcurrency int
+	ReleaseTurn        time.Duration
 
 	// DialTimeout bounds one TCP connect to an endpoint.
 	DialTimeout time.Duration
@@ -98,6 +105,8 @@ const (
 	DefaultMaxHeld              = 1000
 	DefaultRetryAfter           = 5 * time.Second
 	DefaultReadAheadBytes       = 64 << 10
+	DefaultReleaseConcurrency   = 64
+	DefaultReleaseTurn          = time.Second
 	DefaultDialTimeout          = 3 * time.Second
 	DefaultReadHeaderTimeout    = 10 * time.Second
 	DefaultIdleTimeout          = 90 * time.Second
@@ -133,6 +142,10 @@ func (o *Options) setDefaults() {
 	if o.ReadAheadBytes <= 0 {
 		o.ReadAheadBytes = DefaultReadAheadBytes
 	}
+	if o.ReleaseConcurrency <= 0 {
+		o.ReleaseConcurrency = DefaultReleaseConcurrency
+	}
+	setDuration(&o.ReleaseTurn, DefaultReleaseTurn)
 	setDuration(&o.DialTimeout, DefaultDialTimeout)
 	setDuration(&o.ReadHeaderTimeout, DefaultReadHeaderTimeout)
 	if o.ClientKeepAlive == 0 {

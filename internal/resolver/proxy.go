@@ -104,10 +104,20 @@ func (r *Resolver) forward(w http.ResponseWriter, req *http.Request) {
 		}
 	}
 	coldStart := ""
+	turnDone := func() {}
 	if rt.coldStart {
 		coldStart = formatColdStart(rt.waited)
+		done, ok := r.pacer.wait(req.Context(), rt.target.ElastiService)
+		if !ok {
+			// The client left while the burst ahead of it was forwarded:
+			// nothing of its request reached the target.
+			r.opts.Log.V(1).Info("client went away while waiting for its turn", "elastiservice", rt.target.ElastiService.String())
+			return
+		}
+		defer done()
+		turnDone = done
 	}
-	r.reverseProxy(rt.target, transport, host, coldStart).ServeHTTP(w, req)
+	r.reverseProxy(rt.target, transport, host, coldStart, turnDone).ServeHTTP(w, req)
 }
 
 // HeaderColdStart is set on the answer to a request that was held until its
@@ -124,9 +134,10 @@ func formatColdStart(d time.Duration) string {
 }
 
 // reverseProxy forwards to t through transport, under the pool key host;
-// coldStart, unless empty, is the answer's HeaderColdStart. It is cheap to
+// coldStart, unless empty, is the answer's HeaderColdStart; turnDone is
+// called once the response headers are in, or forwarding failed. It is cheap to
 // build: the pools live in transport, and the proxy itself holds no state.
-func (r *Resolver) reverseProxy(t Target, transport http.RoundTripper, host, coldStart string) *httputil.ReverseProxy {
+func (r *Resolver) reverseProxy(t Target, transport http.RoundTripper, host, coldStart string, turnDone func()) *httputil.ReverseProxy {
 	es := t.ElastiService
 	return &httputil.ReverseProxy{
 		Rewrite: func(pr *httputil.ProxyRequest) {
@@ -161,6 +172,7 @@ func (r *Resolver) reverseProxy(t Target, transport http.RoundTripper, host, col
 		FlushInterval: 0,
 		ErrorLog:      r.errorLog,
 		ModifyResponse: func(res *http.Response) error {
+			turnDone()
 			r.metrics.Forwarded.WithLabelValues(es.Namespace, es.Name).Inc()
 			// The target has a ready endpoint, so the client should reach it
 			// straight through the Service from now on. 101 must keep its
@@ -177,6 +189,7 @@ func (r *Resolver) reverseProxy(t Target, transport http.RoundTripper, host, col
 			return nil
 		},
 		ErrorHandler: func(w http.ResponseWriter, req *http.Request, err error) {
+			turnDone()
 			if req.Context().Err() != nil {
 				r.opts.Log.V(1).Info("client went away during forwarding", "elastiservice", es.String())
 				return

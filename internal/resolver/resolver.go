@@ -36,6 +36,7 @@ type Resolver struct {
 	httpConns *connListener
 	server    *http.Server
 	upstreams upstreams
+	pacer     *releasePacer
 	// errorLog takes net/http's own error logs, for the server and proxy.
 	errorLog *log.Logger
 
@@ -103,6 +104,7 @@ func New(ports *PortMap, endpoints *Endpoints, opts Options) (*Resolver, error) 
 		callTimeout: opts.ActivationTimeout,
 	}
 	r.upstreams = newUpstreams(r.dialer.dialContext)
+	r.pacer = newReleasePacer(opts.ReleaseConcurrency, opts.ReleaseTurn)
 	r.errorLog = log.New(logWriter{opts.Log}, "", 0)
 	r.server = r.newServer()
 	return r, nil

@@ -1,0 +1,87 @@
+package resolver
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"k8s.io/apimachinery/pkg/types"
+)
+
+// releasePacer lets the requests a hold releases reach a woken target a
+// bounded number at a time, per ElastiService on this replica. Without it, a
+// burst held at zero is forwarded all at once: thousands of new upstream
+// connections to one fresh pod, each with its own buffers and goroutines,
+// at the very moment the pod is slowest. Paced, the requests reuse a few
+// dozen kept-alive connections and leave as fast as the pod answers.
+//
+// A request's turn ends when its response headers arrive, when forwarding
+// fails, or after slot at the latest, so that slow answers (a long poll)
+// slow the release down but never stop it. Requests forwarded at once, to a
+// target that was already ready, are never paced.
+type releasePacer struct {
+	limit int
+	slot  time.Duration
+
+	mu    sync.Mutex
+	paces map[types.NamespacedName]*pace
+}
+
+type pace struct {
+	turns chan struct{}
+	users int
+}
+
+func newReleasePacer(limit int, slot time.Duration) *releasePacer {
+	return &releasePacer{limit: limit, slot: slot, paces: map[types.NamespacedName]*pace{}}
+}
+
+// wait blocks until it is the request's turn to be forwarded to key's
+// target, or ctx ends (the client left: false). The returned done ends the
+// turn; calling it more than once is harmless.
+func (p *releasePacer) wait(ctx context.Context, key types.NamespacedName) (done func(), ok bool) {
+	p.mu.Lock()
+	pc := p.paces[key]
+	if pc == nil {
+		pc = &pace{turns: make(chan struct{}, p.limit)}
+		p.paces[key] = pc
+	}
+	pc.users++
+	p.mu.Unlock()
+
+	select {
+	case pc.turns <- struct{}{}:
+	case <-ctx.Done():
+		p.leave(key, pc)
+		return nil, false
+	}
+	var once sync.Once
+	end := func() {
+		once.Do(func() {
+			<-pc.turns
+			p.leave(key, pc)
+		})
+	}
+	timer := time.AfterFunc(p.slot, end)
+	done = func() {
+		timer.Stop()
+		end()
+	}
+	return done, true
+}
+
+// leave forgets key's pace once nobody waits on it or holds a turn.
+func (p *releasePacer) leave(key types.NamespacedName, pc *pace) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if pc.users--; pc.users == 0 {
+		delete(p.paces, key)
+	}
+}
+
+// size is how many ElastiServices have a pace now.
+func (p *releasePacer) size() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return len(p.paces)
+}
