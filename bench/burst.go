@@ -21,8 +21,12 @@ import (
 // target starts.
 
 const (
-	secBurst   = "Burst: 5,000 concurrent requests held at zero on one resolver"
-	burstCount = 5000
+	secBurst       = "Burst: 5,000 concurrent requests held at zero on one resolver"
+	burstCount     = 5000
+	nameBurstRatio = "burst at zero: all answered ÷ (1.3 × the same burst at a warm pod + the cold start)"
+	namePeak       = "resolver peak RSS during the burst"
+	namePerHeld    = "resolver peak RSS per held request: (peak − before) ÷ 5,000"
+	nameAfter      = "resolver RSS one minute after the burst ÷ before it"
 )
 
 func (b *bench) burst(ctx context.Context) error {
@@ -74,6 +78,12 @@ func (b *bench) burst(ctx context.Context) error {
 		}
 	})
 	url := "http://" + net.JoinHostPort(ip, fmt.Sprint(servicePort)) + "/"
+	readyC, err := watchReady(ctx, nsBurst, appName)
+	if err != nil {
+		stop()
+		wg.Wait()
+		return err
+	}
 	logf("burst: %d concurrent requests at zero through %s", burstCount, url)
 	r, err := b.runLoad(ctx, "-mode", "burst", "-url", url, "-count", fmt.Sprint(burstCount), "-timeout", "120s")
 	stop()
@@ -81,14 +91,60 @@ func (b *bench) burst(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	burstEnd := time.Now()
 	_, peak, err := memMiB(pid)
 	if err != nil {
 		return err
 	}
+	ready, err := waitFor(ctx, readyC, time.Second)
+	if err != nil {
+		return fmt.Errorf("the burst's first ready endpoint: %w", err)
+	}
+	coldStart := float64(ready.UnixNano()-r.Start) / 1e6
 	b.add(fig(secBurst, "requests that succeeded (HTTP 200)", "of 5,000", []float64{float64(r.OK)}, nil, loadNote(r, "")))
 	b.add(fig(secBurst, "most requests held at once (resolver's held gauge, scraped every 100 ms)", "requests", []float64{float64(maxHeld.Load())}, nil, ""))
 	b.add(fig(secBurst, "client latency of the held requests", "ms", r.LatencyMs, nil, "the app starts listening 5 s after its pod starts"))
-	b.add(fig(secBurst, "resolver peak RSS during the burst", "MiB", []float64{peak}, nil,
+	b.add(fig(secBurst, namePeak, "MiB", []float64{peak}, goalFor(namePeak),
 		fmt.Sprintf("%s; RSS before: %.1f MiB", peakNote, before)))
+	b.add(fig(secBurst, namePerHeld, "KiB", []float64{(peak - before) * 1024 / burstCount}, goalFor(namePerHeld), ""))
+
+	// The same burst at the pod, now warm, straight to its IP: what the
+	// release is compared with.
+	pods, err := kube.Pods(ctx, nsBurst, map[string]string{"app": appName})
+	if err != nil {
+		return err
+	}
+	if len(pods) != 1 {
+		return fmt.Errorf("want 1 demo app pod in %s, found %d", nsBurst, len(pods))
+	}
+	direct := "http://" + net.JoinHostPort(pods[0].Status.PodIP, fmt.Sprint(demoPort)) + "/"
+	logf("burst: %d concurrent requests at the warm pod %s", burstCount, direct)
+	w, err := b.runLoad(ctx, "-mode", "burst", "-url", direct, "-count", fmt.Sprint(burstCount), "-timeout", "120s")
+	if err != nil {
+		return err
+	}
+	held, warm := r.Elapsed*1000, w.Elapsed*1000
+	b.add(fig(secBurst, "burst at zero: first request → first ready endpoint (the cold start)", "ms", []float64{coldStart}, nil, "the Service's own EndpointSlice, watched by the bench"))
+	b.add(fig(secBurst, "burst at zero: all answered", "ms", []float64{held}, nil, "from the moment all 5,000 were let go"))
+	b.add(fig(secBurst, "the same burst at the warm pod, straight to its IP: all answered", "ms", []float64{warm}, nil, loadNote(w, "")))
+	if warm > 0 {
+		b.add(fig(secBurst, nameBurstRatio, "×", []float64{held / (1.3*warm + coldStart)}, goalFor(nameBurstRatio),
+			fmt.Sprintf("%.0f ms ÷ (1.3 × %.0f ms + %.0f ms); the release alone (all answered − cold start) took %.0f ms", held, warm, coldStart, held-coldStart)))
+	}
+
+	// The resolver's memory one minute after the burst.
+	select {
+	case <-time.After(time.Until(burstEnd.Add(time.Minute))):
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	after, _, err := memMiB(pid)
+	if err != nil {
+		return err
+	}
+	if before > 0 {
+		b.add(fig(secBurst, nameAfter, "× before", []float64{after / before}, goalFor(nameAfter),
+			fmt.Sprintf("VmRSS %.1f MiB one minute after the last answer, %.1f MiB before the burst", after, before)))
+	}
 	return nil
 }

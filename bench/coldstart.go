@@ -37,6 +37,13 @@ var goalRows = []report.Figure{
 	{Section: secCold, Name: nameA, Unit: "ms", Goal: &report.Goal{Stat: "p99", Max: 5}},
 	{Section: secCold, Name: nameB, Unit: "ms", Goal: &report.Goal{Stat: "p99", Max: 5}},
 	{Section: secCold, Name: nameCD, Unit: "ms", Goal: &report.Goal{Stat: "median", Max: 50}},
+	{Section: secProxy, Name: nameTput, Unit: "× direct", Goal: &report.Goal{Stat: "median", Min: 0.7}},
+	{Section: secProxy, Name: nameAddedP50, Unit: "ms", Goal: &report.Goal{Stat: "median", Max: 0.5}},
+	{Section: secProxy, Name: nameAddedP99, Unit: "ms", Goal: &report.Goal{Stat: "p99", Max: 2}},
+	{Section: secBurst, Name: nameBurstRatio, Unit: "×", Goal: &report.Goal{Stat: "median", Max: 1}},
+	{Section: secBurst, Name: namePeak, Unit: "MiB", Goal: &report.Goal{Stat: "median", Max: 150}},
+	{Section: secBurst, Name: namePerHeld, Unit: "KiB", Goal: &report.Goal{Stat: "median", Max: 20}},
+	{Section: secBurst, Name: nameAfter, Unit: "× before", Goal: &report.Goal{Stat: "median", Max: 1.1}},
 }
 
 // firstTime watches with w and returns a channel that receives the time the

@@ -74,6 +74,9 @@ type loadResult struct {
 	Errors   map[string]int `json:"errors,omitempty"`
 	Dropped  int            `json:"dropped,omitempty"`
 	Elapsed  float64        `json:"elapsedSeconds"`
+	// Start is when sending began (burst: when the gate opened), in Unix
+	// nanoseconds: the bench runs on the same machine and clock.
+	Start int64 `json:"startUnixNano"`
 	// LatencyMs holds one sample per successful (2xx) request.
 	LatencyMs []float64 `json:"latencyMs"`
 }
@@ -254,6 +257,7 @@ func loadMain(args []string) error {
 		return fmt.Errorf("unknown mode %q", *mode)
 	}
 	wg.Wait()
+	rc.res.Start = start.UnixNano()
 	rc.res.Elapsed = time.Since(start).Seconds()
 	return json.NewEncoder(os.Stdout).Encode(&rc.res)
 }

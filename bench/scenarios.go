@@ -155,16 +155,17 @@ func get(ctx context.Context, c *http.Client, url string, trace *httptrace.Clien
 
 // addPair adds two load runs' latencies and the difference of their
 // statistics.
-func (b *bench) addPair(section, what, baseName, otherName string, base, other *loadResult, note string) {
+func (b *bench) addPair(section, what, baseName, otherName string, base, other *loadResult, note string) report.Summary {
 	b.add(fig(section, what+": "+baseName, "ms", base.LatencyMs, nil, loadNote(base, note)))
 	b.add(fig(section, what+": "+otherName, "ms", other.LatencyMs, nil, loadNote(other, "")))
 	sb, so := report.Summarize(base.LatencyMs), report.Summarize(other.LatencyMs)
 	if sb.N == 0 || so.N == 0 {
-		return
+		return report.Summary{}
 	}
-	b.add(report.Figure{Section: section, Name: what + ": difference", Unit: "ms",
-		Summary: report.Summary{N: min(sb.N, so.N), Min: so.Min - sb.Min, Median: so.Median - sb.Median, P99: so.P99 - sb.P99, Max: so.Max - sb.Max},
-		Note:    "each statistic of the second row minus the same statistic of the first"})
+	diff := report.Summary{N: min(sb.N, so.N), Min: so.Min - sb.Min, Median: so.Median - sb.Median, P99: so.P99 - sb.P99, Max: so.Max - sb.Max}
+	b.add(report.Figure{Section: section, Name: what + ": difference", Unit: "ms", Summary: diff,
+		Note: "each statistic of the second row minus the same statistic of the first"})
+	return diff
 }
 
 func loadNote(r *loadResult, extra string) string {

@@ -102,15 +102,28 @@ func SubtractBuckets(after, before []Bucket) []Bucket {
 	return out
 }
 
-// Goal is a target a figure's statistic should stay under.
+// Goal is a target for one statistic of a figure: under Max, or, when Min
+// is set, at least Min (a throughput ratio).
 type Goal struct {
 	// Stat is "min", "median" or "p99".
 	Stat string  `json:"stat"`
-	Max  float64 `json:"max"`
+	Max  float64 `json:"max,omitempty"`
+	Min  float64 `json:"min,omitempty"`
 }
 
 func (g Goal) String(unit string) string {
+	if g.Min != 0 {
+		return fmt.Sprintf("%s ≥ %s %s", g.Stat, FormatValue(g.Min), unit)
+	}
 	return fmt.Sprintf("%s < %s %s", g.Stat, FormatValue(g.Max), unit)
+}
+
+// Met says whether v meets the goal.
+func (g Goal) Met(v float64) bool {
+	if g.Min != 0 {
+		return v >= g.Min
+	}
+	return v < g.Max
 }
 
 // Figure is one row of the table.
@@ -148,7 +161,7 @@ func (f Figure) Verdict() string {
 	if !ok || math.IsNaN(v) {
 		return ""
 	}
-	if v < f.Goal.Max {
+	if f.Goal.Met(v) {
 		return "met"
 	}
 	return "missed"
@@ -161,6 +174,15 @@ type Micro struct {
 	NsPerOp     Summary `json:"nsPerOp"`
 	BytesPerOp  float64 `json:"bytesPerOp"`
 	AllocsPerOp float64 `json:"allocsPerOp"`
+	// Other holds the benchmark's own metrics (b.ReportMetric), each the
+	// median over the runs, in the order the output lists them.
+	Other []Metric `json:"other,omitempty"`
+}
+
+// Metric is one b.ReportMetric figure of a microbenchmark.
+type Metric struct {
+	Unit  string  `json:"unit"`
+	Value float64 `json:"value"`
 }
 
 // Report is everything one `make bench` run measured.
@@ -180,6 +202,8 @@ func ParseGoBench(out string) []Micro {
 	var order []key
 	samples := map[key][]float64{}
 	mem := map[key][2]float64{}
+	other := map[key]map[string][]float64{}
+	otherUnits := map[key][]string{}
 	pkg := ""
 	for _, line := range strings.Split(out, "\n") {
 		line = strings.TrimSpace(line)
@@ -218,6 +242,21 @@ func ParseGoBench(out string) []Micro {
 		if !found {
 			continue
 		}
+		for i := 2; i+1 < len(fields); i++ {
+			var v float64
+			unit := fields[i+1]
+			if _, err := fmt.Sscan(fields[i], &v); err != nil || unit == "ns/op" || unit == "B/op" || unit == "allocs/op" {
+				continue
+			}
+			if other[k] == nil {
+				other[k] = map[string][]float64{}
+			}
+			if _, seen := other[k][unit]; !seen {
+				otherUnits[k] = append(otherUnits[k], unit)
+			}
+			other[k][unit] = append(other[k][unit], v)
+			i++
+		}
 		if _, seen := samples[k]; !seen {
 			order = append(order, k)
 		}
@@ -226,7 +265,11 @@ func ParseGoBench(out string) []Micro {
 	}
 	out2 := make([]Micro, 0, len(order))
 	for _, k := range order {
-		out2 = append(out2, Micro{Package: k.pkg, Name: k.name, NsPerOp: Summarize(samples[k]), BytesPerOp: mem[k][0], AllocsPerOp: mem[k][1]})
+		m := Micro{Package: k.pkg, Name: k.name, NsPerOp: Summarize(samples[k]), BytesPerOp: mem[k][0], AllocsPerOp: mem[k][1]}
+		for _, u := range otherUnits[k] {
+			m.Other = append(m.Other, Metric{Unit: u, Value: Summarize(other[k][u]).Median})
+		}
+		out2 = append(out2, m)
 	}
 	return out2
 }
@@ -288,12 +331,16 @@ func (r Report) Markdown() string {
 		b.WriteString("Not run.\n")
 		return b.String()
 	}
-	b.WriteString("| Benchmark | package | N | min ns/op | median ns/op | p99 ns/op | B/op | allocs/op |\n")
-	b.WriteString("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |\n")
+	b.WriteString("| Benchmark | package | N | min ns/op | median ns/op | p99 ns/op | B/op | allocs/op | its own metrics (median) |\n")
+	b.WriteString("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | --- |\n")
 	for _, m := range r.Micro {
-		fmt.Fprintf(&b, "| %s | %s | %d | %s | %s | %s | %s | %s |\n", m.Name, m.Package, m.NsPerOp.N,
+		var own []string
+		for _, o := range m.Other {
+			own = append(own, FormatValue(o.Value)+" "+o.Unit)
+		}
+		fmt.Fprintf(&b, "| %s | %s | %d | %s | %s | %s | %s | %s | %s |\n", m.Name, m.Package, m.NsPerOp.N,
 			FormatValue(m.NsPerOp.Min), FormatValue(m.NsPerOp.Median), FormatValue(m.NsPerOp.P99),
-			FormatValue(m.BytesPerOp), FormatValue(m.AllocsPerOp))
+			FormatValue(m.BytesPerOp), FormatValue(m.AllocsPerOp), cell(strings.Join(own, ", ")))
 	}
 	return b.String()
 }

@@ -3,6 +3,7 @@ package report
 import (
 	"math"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -60,14 +61,21 @@ cpu: Intel(R) Xeon(R) Processor
 BenchmarkHoldQueue-2       	 3548578	       297.3 ns/op	      80 B/op	       2 allocs/op
 BenchmarkHoldQueue-2       	 3548578	       301.0 ns/op	      80 B/op	       2 allocs/op
 BenchmarkPortMapLookup-2   	13532528	        92.63 ns/op	       0 B/op	       0 allocs/op
+BenchmarkHeldMemory/paced-2         	       3	 255550092 ns/op	     14460 B/held	       110.0 MiB-peakRSS	       114.0 ms-release	66200821 B/op	  477439 allocs/op
+BenchmarkHeldMemory/paced-2         	       3	 222966510 ns/op	     14465 B/held	       112.0 MiB-peakRSS	       118.0 ms-release	65496621 B/op	  475858 allocs/op
 PASS
 ok  	elasti.dev/elasti/internal/resolver	5.296s
 `
 
 func TestParseGoBench(t *testing.T) {
 	m := ParseGoBench(benchOut)
-	if len(m) != 2 {
+	if len(m) != 3 {
 		t.Fatalf("got %d benchmarks: %+v", len(m), m)
+	}
+	held := m[2]
+	want := []Metric{{"B/held", 14462.5}, {"MiB-peakRSS", 111}, {"ms-release", 116}}
+	if held.Name != "BenchmarkHeldMemory/paced" || held.BytesPerOp != 65496621 || !slices.Equal(held.Other, want) {
+		t.Errorf("HeldMemory: %+v, want its own metrics %v", held, want)
 	}
 	hq := m[0]
 	if hq.Name != "BenchmarkHoldQueue" || hq.Package != "elasti.dev/elasti/internal/resolver" || hq.NsPerOp.N != 2 || hq.NsPerOp.Min != 297.3 || hq.BytesPerOp != 80 || hq.AllocsPerOp != 2 {
@@ -216,5 +224,19 @@ func TestReadmeShowsLatestResults(t *testing.T) {
 	}
 	if want != string(readme) {
 		t.Fatal("README.md's benchmark table is not the one bench/results/latest.json renders; run `go run -tags bench ./bench readme` (make bench does it)")
+	}
+}
+
+func TestGoalAtLeast(t *testing.T) {
+	g := Goal{Stat: "median", Min: 0.7}
+	if g.Met(0.69) || !g.Met(0.7) || !g.Met(1.2) {
+		t.Errorf("a Min goal of 0.7: Met(0.69)=%v Met(0.7)=%v Met(1.2)=%v", g.Met(0.69), g.Met(0.7), g.Met(1.2))
+	}
+	if got := g.String("× direct"); got != "median ≥ 0.70 × direct" {
+		t.Errorf("String = %q", got)
+	}
+	f := Figure{Name: "ratio", Unit: "×", Summary: Summarize([]float64{0.5, 0.6, 0.65}), Goal: &g}
+	if v := f.Verdict(); v != "missed" {
+		t.Errorf("Verdict of a median 0.6 against ≥ 0.7 = %q, want missed", v)
 	}
 }
