@@ -61,6 +61,7 @@ func (b *bench) burst(ctx context.Context) error {
 	}
 	metricsURL := "http://" + net.JoinHostPort(rpod.Status.PodIP, "8012") + "/metrics"
 	var maxHeld atomic.Int64
+	heapTaken := false
 	pctx, stop := context.WithCancel(ctx)
 	var wg sync.WaitGroup
 	wg.Go(func() {
@@ -69,6 +70,15 @@ func (b *bench) burst(ctx context.Context) error {
 				v := int64(report.ParseGauge(text, "elasti_resolver_held_requests", `namespace="`+nsBurst+`"`))
 				if v > maxHeld.Load() {
 					maxHeld.Store(v)
+				}
+				if v == burstCount && !heapTaken {
+					heapTaken = true
+					top, err := b.profileResolver(pctx, rpod.Status.PodIP, "heap", "resolver-heap.pprof", "inuse_space")
+					if err != nil {
+						b.note("The resolver's heap profile could not be taken: %s.", oneLine(err.Error()))
+					} else {
+						b.note("The resolver's heap profile with all 5,000 requests held (bench/results/resolver-heap.pprof), in-use share of the heaviest functions: %s.", top)
+					}
 				}
 			}
 			select {

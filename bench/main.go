@@ -116,6 +116,8 @@ type bench struct {
 	start   time.Time
 	// cleanupAfter deletes the bench's namespaces at the end.
 	cleanupAfter bool
+	// out is where the results, and the resolver's profiles, are written.
+	out string
 }
 
 func (b *bench) add(f report.Figure) {
@@ -155,7 +157,7 @@ func runMain(args []string) error {
 	if err != nil {
 		return err
 	}
-	b := &bench{cfg: cfg, runs: *runs, hpaRuns: *hpaRuns, start: time.Now(), cleanupAfter: *cleanup}
+	b := &bench{cfg: cfg, runs: *runs, hpaRuns: *hpaRuns, start: time.Now(), cleanupAfter: *cleanup, out: *out}
 	if *since > 0 {
 		b.start = time.Unix(*since, 0)
 	}

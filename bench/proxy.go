@@ -70,6 +70,22 @@ func (b *bench) forwarding(ctx context.Context) error {
 			ratios = append(ratios, r.rps()/d.rps())
 		}
 	}
+	// A fourth run through the resolver, for its CPU profile; profiling
+	// costs a little, so this run is not among the figures.
+	profiled := make(chan error, 1)
+	go func() {
+		top, err := b.profileResolver(ctx, rpod.Status.PodIP, "profile?seconds=4", "resolver-cpu.pprof", "")
+		if err == nil {
+			b.note("The resolver's CPU profile during a closed-loop run through it (64 clients, new connection each; bench/results/resolver-cpu.pprof), flat share of the heaviest functions: %s.", top)
+		}
+		profiled <- err
+	}()
+	if _, err := b.runLoad(ctx, "-mode", "closed", "-url", via, "-workers", "64", "-duration", "5s"); err != nil {
+		return err
+	}
+	if err := <-profiled; err != nil {
+		b.note("The resolver's CPU profile could not be taken: %s.", oneLine(err.Error()))
+	}
 	tputNote := "three 5 s closed-loop runs each way, interleaved, 64 concurrent clients, new connection each; the load generator, the pod and the cluster share this machine's CPUs with the resolver"
 	b.add(fig(secProxy, "max throughput direct to the pod (1 CPU limit), small responses", "req/s", direct5, nil, tputNote+"; last run: "+loadNote(lastDirect, "")))
 	b.add(fig(secProxy, "max throughput through one resolver replica (1 CPU limit), small responses", "req/s", via5, nil, "last run: "+loadNote(lastVia, "")))

@@ -15,8 +15,10 @@ import (
 
 // config is everything the flags set.
 type config struct {
-	resolver    resolver.Options
-	adminAddr   string
+	resolver  resolver.Options
+	adminAddr string
+	// profiling adds net/http/pprof's handlers to the admin port.
+	profiling   bool
 	operatorURL string
 	// operatorCAFile verifies an https operatorURL; empty: system roots.
 	operatorCAFile string
@@ -37,6 +39,7 @@ func parseFlags(fs *flag.FlagSet, args []string, zapOpts *zap.Options) (config, 
 	fs.TextVar(&portRange, "port-range", portRange, "Resolver ports START-END to open; the operator's --port-range must be the same.")
 	fs.StringVar(&watchNamespaces, "watch-namespaces", "", "Comma-separated namespaces whose ElastiServices this resolver serves; empty serves all. Must equal the operator's --watch-namespaces.")
 	fs.StringVar(&c.adminAddr, "admin-bind-address", ":8012", "Address of /healthz, /readyz and /metrics.")
+	fs.BoolVar(&c.profiling, "profiling", false, "Also serve Go's profiles (net/http/pprof) under /debug/pprof/ on the admin address. Off by default: they reveal the process's internals to whoever reaches the admin port.")
 	fs.DurationVar(&o.UnmappedWait, "unmapped-port-wait", resolver.DefaultUnmappedWait, "How long a connection on a port without a mapping waits for one before it is refused.")
 	fs.DurationVar(&o.HoldTimeout, "hold-timeout", resolver.DefaultHoldTimeout, "Default longest hold of a request or connection (ElastiService spec.proxy.holdTimeout overrides).")
 	fs.IntVar(&o.MaxHeld, "max-held-requests", resolver.DefaultMaxHeld, "Default bound on held requests per ElastiService on this replica (spec.proxy.maxHeldRequests overrides).")

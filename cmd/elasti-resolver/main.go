@@ -9,6 +9,7 @@ import (
 	"flag"
 	"fmt"
 	"net/http"
+	"net/http/pprof"
 	"os"
 	"os/signal"
 	"syscall"
@@ -84,7 +85,11 @@ func run(cfg config, log logr.Logger) error {
 		return err
 	}
 
-	admin := &http.Server{Addr: cfg.adminAddr, Handler: r.AdminHandler(reg), ReadHeaderTimeout: 5 * time.Second}
+	adminHandler := r.AdminHandler(reg)
+	if cfg.profiling {
+		adminHandler = withProfiling(adminHandler)
+	}
+	admin := &http.Server{Addr: cfg.adminAddr, Handler: adminHandler, ReadHeaderTimeout: 5 * time.Second}
 	adminErr := make(chan error, 1)
 	go func() {
 		if err := admin.ListenAndServe(); err != nil && !errors.Is(err, http.ErrServerClosed) {
@@ -108,4 +113,17 @@ func run(cfg config, log logr.Logger) error {
 	defer cancelShutdown()
 	_ = admin.Shutdown(shutdownCtx)
 	return nil
+}
+
+// withProfiling serves net/http/pprof's handlers under /debug/pprof/ and the
+// rest with h.
+func withProfiling(h http.Handler) http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("/debug/pprof/", pprof.Index)
+	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	mux.Handle("/", h)
+	return mux
 }
