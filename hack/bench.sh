@@ -8,6 +8,7 @@
 #
 #   BENCH_MICRO_ONLY=1  only the Go microbenchmarks, no cluster
 #   BENCH_RUNS=N        cold-start runs (default 30)
+#   BENCH_TAIL_RUNS=N   wakes for the tails of (a) and (b) (default 200)
 #   BENCH_KEEP_CLUSTER=1 leave a cluster this run started running
 #
 # Benchmarks are not tests: this never fails on numbers (`make bench-check`
@@ -28,7 +29,7 @@ else
   # The cluster session rule (reuse a running cluster, or bring one up and
   # take it down after) is cluster.Session's, in Go.
   bin/elasti-cluster run --images ${BENCH_KEEP_CLUSTER:+--keep} -- \
-    bin/elasti-bench run -out bench/results -readme README.md -since "$start" -runs "${BENCH_RUNS:-30}"
+    bin/elasti-bench run -out bench/results -readme README.md -since "$start" -runs "${BENCH_RUNS:-30}" -tail-runs "${BENCH_TAIL_RUNS:-200}"
 fi
 echo "bench: done in $(( $(date +%s) - start ))s"
 cat bench/results/latest.md

@@ -1,0 +1,347 @@
+//go:build bench
+
+package main
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"net/http/httptrace"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"k8s.io/apimachinery/pkg/labels"
+
+	"elasti.dev/elasti/bench/report"
+	"elasti.dev/elasti/internal/testenv/estest"
+	"elasti.dev/elasti/test/e2e"
+)
+
+// Cold-start tails: (a) and (b) over enough wakes for a p99 to mean
+// something. A pair of coldstart.go costs 8 to 10 s, mostly in putting the
+// app back to sleep and waiting for its pod to go. Here tailApps copies of
+// the demo app take turns: one is woken and timed while the others are
+// being put back to sleep, so a wake costs little more than the wake itself
+// and only one wake is ever in flight.
+//
+// Each wake also records the machine's CPU pressure (PSI "some": the share
+// of wall time in which at least one runnable task waited for a CPU) over
+// the spans of (a) and of (b), and the loop as a whole records how long the
+// operator's and the resolver's goroutines waited for a CPU (Go's
+// /sched/latencies:seconds). Together they say whether the slow wakes are
+// Elasti's or the machine's.
+
+const (
+	secTails = "Cold-start tails: (a) and (b) over many wakes"
+	nsTails  = "bench-tails"
+	tailApps = 4
+	// tailSlowest is how many of the slowest wakes the pressure rows single
+	// out: the samples at and above p95 of 200.
+	tailSlowest = 10
+	// The Go collector's name for runtime/metrics' /sched/latencies:seconds.
+	schedLatencies = "go_sched_latencies_seconds"
+)
+
+func tailApp(k int) string { return fmt.Sprintf("tail-%d", k) }
+
+// tailWake is one timed wake.
+type tailWake struct {
+	a, b         float64 // ms, as in coldstart.go
+	psiA, psiB   float64 // CPU pressure over each span, % of it
+	okA, okB     bool    // pressure was readable
+	wrote, first time.Time
+}
+
+func (b *bench) coldTails(ctx context.Context) error {
+	n := b.tailRuns
+	if n <= 0 {
+		return nil
+	}
+	if err := createNamespace(ctx, nsTails); err != nil {
+		return err
+	}
+	urls := make([]string, tailApps)
+	for k := range tailApps {
+		name := tailApp(k)
+		if err := kube.Client.Create(ctx, demoDeployment(nsTails, name, 1)); err != nil {
+			return err
+		}
+		if err := kube.Client.Create(ctx, e2e.DemoAppHTTPService(nsTails, name)); err != nil {
+			return err
+		}
+		if err := kube.Client.Create(ctx, estest.New(nsTails, name)); err != nil {
+			return err
+		}
+	}
+	for k := range tailApps {
+		ip, err := clusterIP(ctx, nsTails, tailApp(k))
+		if err != nil {
+			return err
+		}
+		urls[k] = "http://" + net.JoinHostPort(ip, fmt.Sprint(servicePort)) + "/"
+	}
+
+	// asleep[k] receives once app k is asleep, its pod gone and kube-proxy
+	// given time to program the proxy slice.
+	asleep := make([]chan error, tailApps)
+	var pending sync.WaitGroup
+	putToSleep := func(k int) {
+		done := make(chan error, 1)
+		asleep[k] = done
+		pending.Go(func() {
+			name := tailApp(k)
+			err := waitAwake(ctx, nsTails, name)
+			if err == nil {
+				err = sleepCold(ctx, nsTails, name, -1)
+			}
+			done <- err
+		})
+	}
+	// The ElastiServices' ports go back to the range for the scale figure,
+	// and nothing of this loop runs on into the next figures.
+	defer func() {
+		pending.Wait()
+		if err := deleteAllES(ctx, nsTails); err != nil {
+			logf("tails: delete the ElastiServices: %v", err)
+		}
+	}()
+	for k := range tailApps {
+		putToSleep(k)
+	}
+
+	op, rs := b.schedScrape(ctx, operatorPods, "8080"), b.schedScrape(ctx, resolverPods, "8012")
+	var wakes []tailWake
+	start := time.Now()
+	for i := range n {
+		k := i % tailApps
+		if err := <-asleep[k]; err != nil {
+			return fmt.Errorf("tails: put %s to sleep: %w", tailApp(k), err)
+		}
+		w, err := tailOnce(ctx, b.nodeClient(90*time.Second), nsTails, tailApp(k), urls[k])
+		if err != nil {
+			return fmt.Errorf("tails: wake %d of %s: %w", i+1, tailApp(k), err)
+		}
+		wakes = append(wakes, w)
+		if (i+1)%50 == 0 {
+			logf("tails: %d/%d wakes, (a) %.1f ms, (b) %.1f ms", i+1, n, w.a, w.b)
+		}
+		putToSleep(k)
+	}
+	elapsed := time.Since(start)
+	b.addTails(wakes, elapsed)
+	b.addSched("operator", op, b.schedScrape(ctx, operatorPods, "8080"))
+	b.addSched("resolver", rs, b.schedScrape(ctx, resolverPods, "8012"))
+	return nil
+}
+
+// tailOnce wakes app name at zero with one GET and times (a) and (b) as
+// coldOnce does, reading the CPU pressure at each of the four instants.
+func tailOnce(ctx context.Context, c *http.Client, ns, name, url string) (tailWake, error) {
+	var w tailWake
+	wctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	scaled, err := watchScaled(wctx, ns, name)
+	if err != nil {
+		return w, err
+	}
+	ready, err := watchReady(wctx, ns, name)
+	if err != nil {
+		return w, err
+	}
+	scaledP, readyP := withPressure(wctx, scaled), withPressure(wctx, ready)
+	var pWrote, pFirst pressure
+	trace := &httptrace.ClientTrace{
+		WroteRequest:         func(httptrace.WroteRequestInfo) { w.wrote, pWrote = time.Now(), readPressure() },
+		GotFirstResponseByte: func() { w.first, pFirst = time.Now(), readPressure() },
+	}
+	if _, err := get(ctx, c, url, trace); err != nil {
+		return w, fmt.Errorf("request at zero: %w", err)
+	}
+	s, err := waitPressured(ctx, scaledP)
+	if err != nil {
+		return w, fmt.Errorf("scale write: %w", err)
+	}
+	r, err := waitPressured(ctx, readyP)
+	if err != nil {
+		return w, fmt.Errorf("ready endpoint: %w", err)
+	}
+	w.a, w.b = ms(s.at.Sub(w.wrote)), ms(w.first.Sub(r.at))
+	w.psiA, w.okA = pWrote.share(s.p)
+	w.psiB, w.okB = r.p.share(pFirst)
+	return w, nil
+}
+
+func (b *bench) addTails(wakes []tailWake, elapsed time.Duration) {
+	var as, bs []float64
+	for _, w := range wakes {
+		as, bs = append(as, w.a), append(bs, w.b)
+	}
+	per := ""
+	if len(wakes) > 0 {
+		per = fmt.Sprintf("; %d wakes in %s, %.1f s a wake", len(wakes), elapsed.Round(time.Second), elapsed.Seconds()/float64(len(wakes)))
+	}
+	b.add(fig(secTails, nameA, "ms", as, goalFor(nameA),
+		fmt.Sprintf("%d copies of the demo app take turns, one wake in flight at a time; the end is the Deployment's watch event, so one watch delivery is included%s", tailApps, per)))
+	b.add(fig(secTails, nameB, "ms", bs, goalFor(nameB),
+		"the start is the watch event the resolver's informer also waits for; the end includes the pod's answer and the way back"))
+	b.addPressure(wakes, "(a)", func(w tailWake) (float64, float64, bool) { return w.a, w.psiA, w.okA })
+	b.addPressure(wakes, "(b)", func(w tailWake) (float64, float64, bool) { return w.b, w.psiB, w.okB })
+}
+
+// addPressure adds the CPU pressure over one span for every wake and for the
+// slowest wakes of that span, so a reader can see whether the tail is the
+// machine's.
+func (b *bench) addPressure(wakes []tailWake, span string, pick func(tailWake) (lat, psi float64, ok bool)) {
+	type sample struct{ lat, psi float64 }
+	var xs []sample
+	for _, w := range wakes {
+		if lat, psi, ok := pick(w); ok {
+			xs = append(xs, sample{lat, psi})
+		}
+	}
+	name := "machine CPU pressure (PSI some) during " + span
+	if len(xs) == 0 {
+		b.add(skipped(secTails, name+", every wake", "%", nil, "/proc/pressure/cpu is not readable on this machine"))
+		return
+	}
+	slices.SortFunc(xs, func(x, y sample) int { return cmp.Compare(y.lat, x.lat) })
+	var all, slow []float64
+	for i, x := range xs {
+		all = append(all, x.psi)
+		if i < tailSlowest {
+			slow = append(slow, x.psi)
+		}
+	}
+	b.add(fig(secTails, name+", every wake", "%", all, nil,
+		"share of the span in which some runnable task on the machine waited for a CPU, from the kernel's /proc/pressure/cpu read at both ends of the span"))
+	b.add(fig(secTails, fmt.Sprintf("machine CPU pressure during %s, its %d slowest wakes", span, len(slow)), "%", slow, nil,
+		fmt.Sprintf("the same for the wakes with the largest %s only (%.1f to %.1f ms)", span, xs[len(slow)-1].lat, xs[0].lat)))
+}
+
+// schedScrape reads the Go scheduler latency histogram of a component
+// whose metrics are served on port, nil when it cannot.
+func (b *bench) schedScrape(ctx context.Context, component labels.Set, port string) []report.Bucket {
+	_, pod, err := componentPID(ctx, component)
+	if err != nil {
+		logf("scheduler latencies: %v", err)
+		return nil
+	}
+	text, err := b.scrape(ctx, "http://"+net.JoinHostPort(pod.Status.PodIP, port)+"/metrics")
+	if err != nil {
+		logf("scheduler latencies: %v", err)
+		return nil
+	}
+	return report.ParseHistogram(text, schedLatencies, "")
+}
+
+// addSched adds the share of a component's goroutine wake-ups that waited
+// at least about 1 ms and 10 ms for a CPU during the tails loop.
+func (b *bench) addSched(who string, before, after []report.Bucket) {
+	name := "Go scheduler: " + who + "'s goroutines that waited for a CPU"
+	if len(after) == 0 {
+		b.add(skipped(secTails, name, "%", nil, "no "+schedLatencies+" histogram scraped"))
+		return
+	}
+	delta := report.SubtractBuckets(after, before)
+	slices.SortFunc(delta, func(x, y report.Bucket) int { return cmp.Compare(x.UpperBound, y.UpperBound) })
+	total := delta[len(delta)-1].Count
+	if total <= 0 {
+		b.add(skipped(secTails, name, "%", nil, "no goroutine was scheduled"))
+		return
+	}
+	for _, limit := range []float64{1e-3, 1e-2} {
+		// The Go collector re-buckets /sched/latencies in powers of ten
+		// from the runtime's own bounds: the first bound at or above the
+		// limit.
+		for _, bk := range delta {
+			if bk.UpperBound < limit {
+				continue
+			}
+			over := (total - bk.Count) / total * 100
+			b.add(fig(secTails, fmt.Sprintf("%s longer than %s ms", name, strconv.FormatFloat(bk.UpperBound*1000, 'g', 3, 64)), "%", []float64{over}, nil,
+				fmt.Sprintf("share of the %.0f goroutine wake-ups during the loop (runtime/metrics /sched/latencies:seconds, scraped before and after)", total)))
+			break
+		}
+	}
+}
+
+// pressure is one reading of /proc/pressure/cpu's "some" total.
+type pressure struct {
+	at    time.Time
+	total time.Duration
+	ok    bool
+}
+
+func readPressure() pressure {
+	p := pressure{at: time.Now()}
+	raw, err := os.ReadFile("/proc/pressure/cpu")
+	if err != nil {
+		return p
+	}
+	for line := range strings.SplitSeq(string(raw), "\n") {
+		if !strings.HasPrefix(line, "some ") {
+			continue
+		}
+		i := strings.Index(line, "total=")
+		if i < 0 {
+			return p
+		}
+		us, err := strconv.ParseInt(strings.TrimSpace(line[i+len("total="):]), 10, 64)
+		if err != nil {
+			return p
+		}
+		p.total, p.ok = time.Duration(us)*time.Microsecond, true
+	}
+	return p
+}
+
+// share is the pressure between p and later as a percentage of that span.
+func (p pressure) share(later pressure) (float64, bool) {
+	span := later.at.Sub(p.at)
+	if !p.ok || !later.ok || span <= 0 {
+		return 0, false
+	}
+	return min(100, float64(later.total-p.total)/float64(span)*100), true
+}
+
+// pressured is a watch event's time with the pressure read as it arrived.
+type pressured struct {
+	at time.Time
+	p  pressure
+}
+
+func withPressure(ctx context.Context, ch <-chan time.Time) <-chan pressured {
+	out := make(chan pressured, 1)
+	go func() {
+		defer close(out)
+		select {
+		case t := <-ch:
+			p := readPressure()
+			p.at = t
+			out <- pressured{at: t, p: p}
+		case <-ctx.Done():
+		}
+	}()
+	return out
+}
+
+func waitPressured(ctx context.Context, ch <-chan pressured) (pressured, error) {
+	select {
+	case r, ok := <-ch:
+		if !ok {
+			return r, errors.New("watch saw nothing")
+		}
+		return r, nil
+	case <-time.After(10 * time.Second):
+		return pressured{}, errors.New("watch saw nothing")
+	case <-ctx.Done():
+		return pressured{}, ctx.Err()
+	}
+}
