@@ -20,6 +20,7 @@ import (
 	elastiv1alpha1 "elasti.dev/elasti/api/v1alpha1"
 	"elasti.dev/elasti/internal/contract"
 	"elasti.dev/elasti/internal/scaling"
+	"elasti.dev/elasti/internal/testenv/estest"
 )
 
 // wantWakePhase checks that status.wakeProgress is at phase with a message
@@ -142,7 +143,11 @@ func TestWakeProgress(t *testing.T) {
 	createDeployment(t, op.ns, "wp", 1)
 	createTempService(t, op.ns, "wp")
 	setOwnSlice(t, op.ns, "wp", true)
-	createES(t, op.ns, "wp", "wp", "wp")
+	// A cooldown of 4 s rather than the suite's 1 s: it runs from the first
+	// ready endpoint, stamped to the second, so with 1 s the target could be
+	// put back to sleep within a second of turning ready, before the test
+	// sees serve mode (it was, once, on a busy machine).
+	createES(t, op.ns, "wp", "wp", "wp", estest.Cooldown(4))
 	putToSleep(t, op, "wp")
 	eventually(t, wait, "no progress while asleep", wantWakePhase(op.ns, "wp", "", ""))
 
@@ -228,7 +233,7 @@ func TestWakeProgress(t *testing.T) {
 		t.Errorf("the status went through %s, want %s", got, want)
 	}
 
-	// Asleep again (cooldown 1 s, idle triggers); then a wake whose
+	// Asleep again (cooldown 4 s, idle triggers); then a wake whose
 	// target someone puts back to zero before any pod is Ready.
 	deletePod(t, op.ns, "wp-1")
 	putToSleep(t, op, "wp")
