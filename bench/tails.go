@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"net/http/httptrace"
 	"os"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -117,6 +118,9 @@ func (b *bench) coldTails(ctx context.Context) error {
 	}
 
 	op, rs := b.schedScrape(ctx, operatorPods, "8080"), b.schedScrape(ctx, resolverPods, "8012")
+	if rs != nil {
+		b.note("The resolver ran with GOMAXPROCS %.0f (go_sched_gomaxprocs_threads): Go sets it from the container's CPU limit (1 CPU in the bench overlay), not from the node's %d CPUs.", rs.gomaxprocs, runtime.NumCPU())
+	}
 	var wakes []tailWake
 	start := time.Now()
 	for i := range n {
@@ -136,8 +140,8 @@ func (b *bench) coldTails(ctx context.Context) error {
 	}
 	elapsed := time.Since(start)
 	b.addTails(wakes, elapsed)
-	b.addSched("operator", op, b.schedScrape(ctx, operatorPods, "8080"))
-	b.addSched("resolver", rs, b.schedScrape(ctx, resolverPods, "8012"))
+	b.addSched("operator", op.buckets(), b.schedScrape(ctx, operatorPods, "8080").buckets())
+	b.addSched("resolver", rs.buckets(), b.schedScrape(ctx, resolverPods, "8012").buckets())
 	return nil
 }
 
@@ -225,9 +229,22 @@ func (b *bench) addPressure(wakes []tailWake, span string, pick func(tailWake) (
 		fmt.Sprintf("the same for the wakes with the largest %s only (%.1f to %.1f ms)", span, xs[len(slow)-1].lat, xs[0].lat)))
 }
 
-// schedScrape reads the Go scheduler latency histogram of a component
-// whose metrics are served on port, nil when it cannot.
-func (b *bench) schedScrape(ctx context.Context, component labels.Set, port string) []report.Bucket {
+// schedReading is a component's Go scheduler figures at one moment.
+type schedReading struct {
+	latencies  []report.Bucket
+	gomaxprocs float64
+}
+
+func (r *schedReading) buckets() []report.Bucket {
+	if r == nil {
+		return nil
+	}
+	return r.latencies
+}
+
+// schedScrape reads the Go scheduler figures of a component whose metrics
+// are served on port, nil when it cannot.
+func (b *bench) schedScrape(ctx context.Context, component labels.Set, port string) *schedReading {
 	_, pod, err := componentPID(ctx, component)
 	if err != nil {
 		logf("scheduler latencies: %v", err)
@@ -238,7 +255,10 @@ func (b *bench) schedScrape(ctx context.Context, component labels.Set, port stri
 		logf("scheduler latencies: %v", err)
 		return nil
 	}
-	return report.ParseHistogram(text, schedLatencies, "")
+	return &schedReading{
+		latencies:  report.ParseHistogram(text, schedLatencies, ""),
+		gomaxprocs: report.ParseGauge(text, "go_sched_gomaxprocs_threads", ""),
+	}
 }
 
 // addSched adds the share of a component's goroutine wake-ups that waited
