@@ -152,8 +152,8 @@ func runMain(args []string) error {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	// The whole bench must stay under 30 minutes; this is its hard stop.
-	ctx, cancel := context.WithTimeout(ctx, 29*time.Minute)
+	// The whole bench must stay under 45 minutes; this is its hard stop.
+	ctx, cancel := context.WithTimeout(ctx, 44*time.Minute)
 	defer cancel()
 
 	cfg, err := cluster.LocalConfig(os.Getenv("ELASTI_K8S_BIN"))
