@@ -115,16 +115,19 @@ func (b *bench) clusterFigures(ctx context.Context) error {
 	if err := b.coldStarts(ctx); err != nil {
 		return err
 	}
-	if err := b.coldTails(ctx); err != nil {
-		return err
-	}
 	if err := b.hpaColdStarts(ctx, b.hpaRuns); err != nil {
 		return err
 	}
+	// Forwarding uses the cold app's resolver port, which stays mapped for
+	// the overlay's --released-port-linger (10m) after its last wake: it
+	// must come before the tails, which take about 10 minutes.
 	if err := b.forwarding(ctx); err != nil {
 		return err
 	}
 	if err := b.burst(ctx); err != nil {
+		return err
+	}
+	if err := b.coldTails(ctx); err != nil {
 		return err
 	}
 	return b.scale(ctx)
