@@ -119,7 +119,7 @@ func (b *bench) coldTails(ctx context.Context) error {
 
 	op, rs := b.schedScrape(ctx, operatorPods, "8080"), b.schedScrape(ctx, resolverPods, "8012")
 	if rs != nil {
-		b.note("The resolver ran with GOMAXPROCS %.0f (go_sched_gomaxprocs_threads): Go sets it from the container's CPU limit (1 CPU in the bench overlay), not from the node's %d CPUs.", rs.gomaxprocs, runtime.NumCPU())
+		b.note("The resolver ran with GOMAXPROCS %.0f (go_sched_gomaxprocs_threads) under its 1-CPU limit, on a node of %d CPUs.", rs.gomaxprocs, runtime.NumCPU())
 	}
 	var wakes []tailWake
 	start := time.Now()
