@@ -110,7 +110,7 @@ func (b *bench) burst(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("the burst's first ready endpoint: %w", err)
 	}
-	coldStart := float64(ready.UnixNano()-r.Start) / 1e6
+	coldStart := float64(ready.at.UnixNano()-r.Start) / 1e6
 	b.add(fig(secBurst, "requests that succeeded (HTTP 200)", "of 5,000", []float64{float64(r.OK)}, nil, loadNote(r, "")))
 	b.add(fig(secBurst, "most requests held at once (resolver's held gauge, scraped every 100 ms)", "requests", []float64{float64(maxHeld.Load())}, nil, ""))
 	b.add(fig(secBurst, "client latency of the held requests", "ms", r.LatencyMs, nil, "the app starts listening 5 s after its pod starts"))

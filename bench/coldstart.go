@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net"
+	"net/http"
 	"net/http/httptrace"
 	"time"
 
@@ -46,11 +47,11 @@ var goalRows = []report.Figure{
 	{Section: secBurst, Name: nameAfter, Unit: "× before", Goal: &report.Goal{Stat: "median", Max: 1.1}},
 }
 
-// firstTime watches with w and returns a channel that receives the time the
-// first event matching pred arrived. The watch stops after that, or at ctx's
-// end.
-func firstTime(ctx context.Context, w watch.Interface, pred func(obj any) bool) <-chan time.Time {
-	ch := make(chan time.Time, 1)
+// firstTime watches with w and returns a channel that receives the moment
+// the first event matching pred arrived (with the machine's CPU pressure
+// read then). The watch stops after that, or at ctx's end.
+func firstTime(ctx context.Context, w watch.Interface, pred func(obj any) bool) <-chan pressure {
+	ch := make(chan pressure, 1)
 	go func() {
 		defer w.Stop()
 		for {
@@ -62,7 +63,7 @@ func firstTime(ctx context.Context, w watch.Interface, pred func(obj any) bool) 
 					return
 				}
 				if (ev.Type == watch.Added || ev.Type == watch.Modified) && pred(ev.Object) {
-					ch <- time.Now()
+					ch <- readPressure()
 					return
 				}
 			}
@@ -72,7 +73,7 @@ func firstTime(ctx context.Context, w watch.Interface, pred func(obj any) bool) 
 }
 
 // watchScaled reports when Deployment ns/name is seen with spec.replicas ≥ 1.
-func watchScaled(ctx context.Context, ns, name string) (<-chan time.Time, error) {
+func watchScaled(ctx context.Context, ns, name string) (<-chan pressure, error) {
 	sel := fields.OneTermEqualSelector("metadata.name", name).String()
 	l, err := kube.Clientset.AppsV1().Deployments(ns).List(ctx, metav1.ListOptions{FieldSelector: sel})
 	if err != nil {
@@ -90,7 +91,7 @@ func watchScaled(ctx context.Context, ns, name string) (<-chan time.Time, error)
 
 // watchReady reports when Service ns/svc's own EndpointSlices are seen with
 // a ready endpoint.
-func watchReady(ctx context.Context, ns, svc string) (<-chan time.Time, error) {
+func watchReady(ctx context.Context, ns, svc string) (<-chan pressure, error) {
 	opts := metav1.ListOptions{LabelSelector: discoveryv1.LabelServiceName + "=" + svc + "," + managedByNot}
 	l, err := kube.Clientset.DiscoveryV1().EndpointSlices(ns).List(ctx, opts)
 	if err != nil {
@@ -107,14 +108,14 @@ func watchReady(ctx context.Context, ns, svc string) (<-chan time.Time, error) {
 	}), nil
 }
 
-func waitFor(ctx context.Context, ch <-chan time.Time, d time.Duration) (time.Time, error) {
+func waitFor(ctx context.Context, ch <-chan pressure, d time.Duration) (pressure, error) {
 	select {
-	case t := <-ch:
-		return t, nil
+	case p := <-ch:
+		return p, nil
 	case <-time.After(d):
-		return time.Time{}, errors.New("watch saw nothing")
+		return pressure{}, errors.New("watch saw nothing")
 	case <-ctx.Done():
-		return time.Time{}, ctx.Err()
+		return pressure{}, ctx.Err()
 	}
 }
 
@@ -158,42 +159,58 @@ type coldRun struct {
 	a, b, c, k8s float64 // ms
 }
 
+// wakeTimes are the four instants of a request at zero, each with the
+// machine's CPU pressure read then: (a) runs from wrote to scaled, (b) from
+// ready to first.
+type wakeTimes struct {
+	wrote, scaled, ready, first pressure
+	sent, answered              time.Time
+}
+
+// timedWake sends one GET to url, whose app ns/name is at zero, and times
+// it against the watch events of the scale write and of the first ready
+// endpoint.
+func timedWake(ctx context.Context, c *http.Client, ns, name, url string) (wakeTimes, error) {
+	var w wakeTimes
+	wctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	scaled, err := watchScaled(wctx, ns, name)
+	if err != nil {
+		return w, err
+	}
+	ready, err := watchReady(wctx, ns, name)
+	if err != nil {
+		return w, err
+	}
+	trace := &httptrace.ClientTrace{
+		WroteRequest:         func(httptrace.WroteRequestInfo) { w.wrote = readPressure() },
+		GotFirstResponseByte: func() { w.first = readPressure() },
+	}
+	w.sent = time.Now()
+	if _, err := get(ctx, c, url, trace); err != nil {
+		return w, fmt.Errorf("request at zero: %w", err)
+	}
+	w.answered = time.Now()
+	if w.scaled, err = waitFor(ctx, scaled, 10*time.Second); err != nil {
+		return w, fmt.Errorf("scale write: %w", err)
+	}
+	if w.ready, err = waitFor(ctx, ready, 10*time.Second); err != nil {
+		return w, fmt.Errorf("ready endpoint: %w", err)
+	}
+	return w, nil
+}
+
 // coldOnce: one request at zero through the ClusterIP, timed against the
 // watch events of the scale write and of the first ready endpoint.
 func (b *bench) coldOnce(ctx context.Context, url string, phase time.Duration) (coldRun, error) {
-	var r coldRun
 	if err := sleepCold(ctx, nsCold, appName, phase); err != nil {
-		return r, err
+		return coldRun{}, err
 	}
-	wctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
-	defer cancel()
-	scaled, err := watchScaled(wctx, nsCold, appName)
+	w, err := timedWake(ctx, b.nodeClient(90*time.Second), nsCold, appName, url)
 	if err != nil {
-		return r, err
+		return coldRun{}, err
 	}
-	ready, err := watchReady(wctx, nsCold, appName)
-	if err != nil {
-		return r, err
-	}
-	var wrote, first time.Time
-	trace := &httptrace.ClientTrace{
-		WroteRequest:         func(httptrace.WroteRequestInfo) { wrote = time.Now() },
-		GotFirstResponseByte: func() { first = time.Now() },
-	}
-	t0 := time.Now()
-	if _, err := get(ctx, b.nodeClient(90*time.Second), url, trace); err != nil {
-		return r, fmt.Errorf("request at zero: %w", err)
-	}
-	end := time.Now()
-	tScaled, err := waitFor(ctx, scaled, 10*time.Second)
-	if err != nil {
-		return r, fmt.Errorf("scale write: %w", err)
-	}
-	tReady, err := waitFor(ctx, ready, 10*time.Second)
-	if err != nil {
-		return r, fmt.Errorf("ready endpoint: %w", err)
-	}
-	r = coldRun{a: ms(tScaled.Sub(wrote)), b: ms(first.Sub(tReady)), c: ms(end.Sub(t0)), k8s: ms(tReady.Sub(tScaled))}
+	r := coldRun{a: ms(w.scaled.at.Sub(w.wrote.at)), b: ms(w.first.at.Sub(w.ready.at)), c: ms(w.answered.Sub(w.sent)), k8s: ms(w.ready.at.Sub(w.scaled.at))}
 	return r, waitAwake(ctx, nsCold, appName)
 }
 
@@ -240,7 +257,7 @@ func plainOnce(ctx context.Context, phase time.Duration) (plainRun, error) {
 	if err != nil {
 		return r, err
 	}
-	return plainRun{d: ms(tReady.Sub(t0)), watchDelay: ms(tScaled.Sub(accepted))}, nil
+	return plainRun{d: ms(tReady.at.Sub(t0)), watchDelay: ms(tScaled.at.Sub(accepted))}, nil
 }
 
 func (b *bench) coldStarts(ctx context.Context) error {

@@ -304,7 +304,7 @@ func hpaPlainOnce(ctx context.Context, c *http.Client, front, target string, pha
 	if err != nil {
 		return r, fmt.Errorf("scale write: %w", err)
 	}
-	r.toScale = ms(tScaled.Sub(t0))
+	r.toScale = ms(tScaled.at.Sub(t0))
 	return r, nil
 }
 

@@ -5,11 +5,9 @@ package main
 import (
 	"cmp"
 	"context"
-	"errors"
 	"fmt"
 	"net"
 	"net/http"
-	"net/http/httptrace"
 	"os"
 	"runtime"
 	"slices"
@@ -54,10 +52,9 @@ func tailApp(k int) string { return fmt.Sprintf("tail-%d", k) }
 
 // tailWake is one timed wake.
 type tailWake struct {
-	a, b         float64 // ms, as in coldstart.go
-	psiA, psiB   float64 // CPU pressure over each span, % of it
-	okA, okB     bool    // pressure was readable
-	wrote, first time.Time
+	a, b       float64 // ms, as in coldstart.go
+	psiA, psiB float64 // CPU pressure over each span, % of it
+	okA, okB   bool    // pressure was readable
 }
 
 func (b *bench) coldTails(ctx context.Context) error {
@@ -145,40 +142,16 @@ func (b *bench) coldTails(ctx context.Context) error {
 	return nil
 }
 
-// tailOnce wakes app name at zero with one GET and times (a) and (b) as
-// coldOnce does, reading the CPU pressure at each of the four instants.
+// tailOnce wakes app name at zero and keeps (a), (b) and the CPU pressure
+// over each.
 func tailOnce(ctx context.Context, c *http.Client, ns, name, url string) (tailWake, error) {
-	var w tailWake
-	wctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
-	defer cancel()
-	scaled, err := watchScaled(wctx, ns, name)
+	t, err := timedWake(ctx, c, ns, name, url)
 	if err != nil {
-		return w, err
+		return tailWake{}, err
 	}
-	ready, err := watchReady(wctx, ns, name)
-	if err != nil {
-		return w, err
-	}
-	scaledP, readyP := withPressure(wctx, scaled), withPressure(wctx, ready)
-	var pWrote, pFirst pressure
-	trace := &httptrace.ClientTrace{
-		WroteRequest:         func(httptrace.WroteRequestInfo) { w.wrote, pWrote = time.Now(), readPressure() },
-		GotFirstResponseByte: func() { w.first, pFirst = time.Now(), readPressure() },
-	}
-	if _, err := get(ctx, c, url, trace); err != nil {
-		return w, fmt.Errorf("request at zero: %w", err)
-	}
-	s, err := waitPressured(ctx, scaledP)
-	if err != nil {
-		return w, fmt.Errorf("scale write: %w", err)
-	}
-	r, err := waitPressured(ctx, readyP)
-	if err != nil {
-		return w, fmt.Errorf("ready endpoint: %w", err)
-	}
-	w.a, w.b = ms(s.at.Sub(w.wrote)), ms(w.first.Sub(r.at))
-	w.psiA, w.okA = pWrote.share(s.p)
-	w.psiB, w.okB = r.p.share(pFirst)
+	w := tailWake{a: ms(t.scaled.at.Sub(t.wrote.at)), b: ms(t.first.at.Sub(t.ready.at))}
+	w.psiA, w.okA = t.wrote.share(t.scaled)
+	w.psiB, w.okB = t.ready.share(t.first)
 	return w, nil
 }
 
@@ -327,39 +300,4 @@ func (p pressure) share(later pressure) (float64, bool) {
 		return 0, false
 	}
 	return min(100, float64(later.total-p.total)/float64(span)*100), true
-}
-
-// pressured is a watch event's time with the pressure read as it arrived.
-type pressured struct {
-	at time.Time
-	p  pressure
-}
-
-func withPressure(ctx context.Context, ch <-chan time.Time) <-chan pressured {
-	out := make(chan pressured, 1)
-	go func() {
-		defer close(out)
-		select {
-		case t := <-ch:
-			p := readPressure()
-			p.at = t
-			out <- pressured{at: t, p: p}
-		case <-ctx.Done():
-		}
-	}()
-	return out
-}
-
-func waitPressured(ctx context.Context, ch <-chan pressured) (pressured, error) {
-	select {
-	case r, ok := <-ch:
-		if !ok {
-			return r, errors.New("watch saw nothing")
-		}
-		return r, nil
-	case <-time.After(10 * time.Second):
-		return pressured{}, errors.New("watch saw nothing")
-	case <-ctx.Done():
-		return pressured{}, ctx.Err()
-	}
 }
