@@ -146,8 +146,8 @@ func postOnce(ctx context.Context, c *http.Client, url string) postResult {
 
 // keepAliveFleet is n HTTP/1.1 clients as real ones are: each keeps its
 // connection alive across requests (a Transport of its own with one
-// connection), and each POSTs a 1 KiB body every interval. It never sends
-// more than limit requests in all.
+// connection), gives up on a connect after fleetDialTimeout, and POSTs a
+// 1 KiB body every interval. It never sends more than limit requests in all.
 type keepAliveFleet struct {
 	sent  atomic.Int64
 	dials atomic.Int64
@@ -158,12 +158,23 @@ type keepAliveFleet struct {
 	wg    sync.WaitGroup
 }
 
+// fleetDialTimeout is net/http's default connect timeout
+// (http.DefaultTransport), which real Go clients have. A connect matters
+// here: one that kube-proxy sent to a pod that has just exited is never
+// answered, and its retransmitted SYNs keep going to the gone pod's address
+// (the connection tracking entry outlives the rule that chose it), so the
+// connect hangs until the client's timeout ends it, long after kube-proxy
+// routes new connections to the resolvers.
+const fleetDialTimeout = 30 * time.Second
+
 func startKeepAliveFleet(e *Env, url string, n int, interval time.Duration, limit int64) *keepAliveFleet {
 	f := &keepAliveFleet{stop: make(chan struct{})}
 	for range n {
 		tr := &http.Transport{
 			DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
 				f.dials.Add(1)
+				ctx, cancel := context.WithTimeout(ctx, fleetDialTimeout)
+				defer cancel()
 				return e.Dialer.DialContext(ctx, network, addr)
 			},
 			MaxIdleConnsPerHost: 1,

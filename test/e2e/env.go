@@ -104,6 +104,9 @@ func (e *Env) NewNamespace(t testing.TB) string {
 		t.Fatalf("create namespace: %v", err)
 	}
 	t.Cleanup(func() {
+		if t.Failed() {
+			e.dumpNamespace(t, ns.Name)
+		}
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
 		if err := e.Client.Delete(ctx, ns); err != nil && !apierrors.IsNotFound(err) {

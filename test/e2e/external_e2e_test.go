@@ -11,16 +11,28 @@ import (
 	"testing"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/tools/cache"
+	watchtools "k8s.io/client-go/tools/watch"
+	"k8s.io/utils/ptr"
+
 	elastiv1alpha1 "elasti.dev/elasti/api/v1alpha1"
 )
 
-// replicaTimeline records a Deployment's replica count (spec.replicas
-// through /scale) every interval, keeping only the changes, until stopped.
+// replicaTimeline records a Deployment's replica count (spec.replicas, as
+// /scale shows it), keeping only the changes, until stopped. It follows a
+// watch rather than polling: a sleep and a wake in quick succession (an
+// operator that wakes the target within a poll interval of someone else's
+// scale to zero) would fall between two polls, and the watch sees every
+// write.
 type replicaTimeline struct {
 	mu      sync.Mutex
 	start   time.Time
 	changes []replicaChange
-	stop    chan struct{}
+	stop    context.CancelFunc
 	done    sync.WaitGroup
 }
 
@@ -29,38 +41,63 @@ type replicaChange struct {
 	replicas int32
 }
 
-func recordReplicas(e *Env, ns, name string, interval time.Duration) *replicaTimeline {
-	r := &replicaTimeline{start: time.Now(), stop: make(chan struct{})}
+func recordReplicas(t testing.TB, e *Env, ns, name string) *replicaTimeline {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	r := &replicaTimeline{start: time.Now(), stop: cancel}
+	getCtx, getCancel := context.WithTimeout(ctx, 30*time.Second)
+	defer getCancel()
+	deployments := e.Clientset.AppsV1().Deployments(ns)
+	d, err := deployments.Get(getCtx, name, metav1.GetOptions{})
+	if err != nil {
+		cancel()
+		t.Fatalf("record the replicas of %s/%s: %v", ns, name, err)
+	}
+	r.record(ptr.Deref(d.Spec.Replicas, 1))
+	lw := &cache.ListWatch{WatchFuncWithContext: func(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
+		opts.FieldSelector = fields.OneTermEqualSelector("metadata.name", name).String()
+		return deployments.Watch(ctx, opts)
+	}}
+	w, err := watchtools.NewRetryWatcherWithContext(ctx, d.ResourceVersion, lw)
+	if err != nil {
+		cancel()
+		t.Fatalf("watch %s/%s: %v", ns, name, err)
+	}
 	r.done.Add(1)
 	go func() {
 		defer r.done.Done()
-		tick := time.NewTicker(interval)
-		defer tick.Stop()
+		defer w.Stop()
 		for {
-			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-			n, _, err := e.Replicas(ctx, ns, name)
-			cancel()
-			if err == nil {
-				r.mu.Lock()
-				if len(r.changes) == 0 || r.changes[len(r.changes)-1].replicas != n {
-					r.changes = append(r.changes, replicaChange{at: time.Now(), replicas: n})
-				}
-				r.mu.Unlock()
-			}
 			select {
-			case <-r.stop:
+			case <-ctx.Done():
 				return
-			case <-tick.C:
+			case ev, ok := <-w.ResultChan():
+				if !ok {
+					return
+				}
+				if d, isDeployment := ev.Object.(*appsv1.Deployment); isDeployment {
+					r.record(ptr.Deref(d.Spec.Replicas, 1))
+				}
 			}
 		}
 	}()
 	return r
 }
 
+func (r *replicaTimeline) record(n int32) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if len(r.changes) == 0 || r.changes[len(r.changes)-1].replicas != n {
+		r.changes = append(r.changes, replicaChange{at: time.Now(), replicas: n})
+	}
+}
+
 // finish stops recording and returns the changes.
 func (r *replicaTimeline) finish() []replicaChange {
-	close(r.stop)
+	r.stop()
 	r.done.Wait()
+	r.mu.Lock()
+	defer r.mu.Unlock()
 	return r.changes
 }
 
@@ -101,7 +138,12 @@ func sleepsAndWakes(changes []replicaChange) (sleeps, wakes int) {
 // still serves while there is no ready endpoint) covers that window: no
 // request fails. One that exits at once (DRAIN=0s) loses the requests in
 // flight in that window; the subtest measures it and checks that every
-// failure falls inside it.
+// failure falls inside it. A connect that kube-proxy sent to the exited pod
+// in that window is not refused but left unanswered, and it fails only at
+// the client's connect timeout (the fleet has net/http's default, 30 s;
+// fleetDialTimeout): a request sent in the window, so allowed to fail, and
+// one that delays the wake when every client is stuck so, since the wake
+// waits for the first request that reaches a resolver.
 func TestScaledToZeroBySomeoneElse(t *testing.T) {
 	for _, tc := range []struct {
 		name, drain string
@@ -126,7 +168,7 @@ func TestScaledToZeroBySomeoneElse(t *testing.T) {
 				return err
 			})
 
-			timeline := recordReplicas(e, ns, "demoapp", 100*time.Millisecond)
+			timeline := recordReplicas(t, e, ns, "demoapp")
 			// Bounded: 4 clients × 10 POSTs a second for at most 3 minutes.
 			fleet := startKeepAliveFleet(e, url, 4, 100*time.Millisecond, 4*10*180)
 			time.Sleep(3 * time.Second)

@@ -86,7 +86,7 @@ func TestHPAMinReplicasZeroWithElasti(t *testing.T) {
 	})
 	t.Log("Elasti raised the HPA's floor to 1 and recorded the user's 0")
 
-	timeline := recordReplicas(e, ns, "demoapp", 100*time.Millisecond)
+	timeline := recordReplicas(t, e, ns, "demoapp")
 	start := time.Now()
 
 	// Load: 6 keep-alive clients, 5 POSTs a second each (30 a second, the
