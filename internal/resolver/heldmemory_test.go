@@ -17,8 +17,8 @@ import (
 
 // BenchmarkHeldMemory measures what one held HTTP/1.1 request costs the
 // resolver, with heldN requests held at once: its live heap after a GC
-// (B/held) and its goroutines (goroutines/held; each has a stack of at
-// least 8 KiB once net/http's serve loop has run). The clients are raw TCP
+// (B/held), its goroutines (goroutines/held: net/http's serve loop and its
+// background read of the connection) and their stacks (stackB/held). The clients are raw TCP
 // connections in this same process, a few hundred bytes each, so B/held
 // slightly overstates the resolver's share. Every iteration then releases
 // the requests and checks each was answered.
@@ -36,7 +36,7 @@ func benchmarkHeld(b *testing.B, release int) {
 	h := newHarness(b, 1, func(o *Options) { o.MaxHeld, o.ReleaseConcurrency, o.Log = heldN, release, logr.Discard() })
 	up := echoUpstream(b)
 	h.mapPort("web", "websvc", nil, h.proxyPort(0, "http", ""))
-	var perHeld, goroutinesPerHeld, releaseMS, peakMiB float64
+	var perHeld, stackPerHeld, goroutinesPerHeld, releaseMS, peakMiB float64
 	for b.Loop() {
 		h.endpoints.Delete("ns", "websvc-abc")
 		// The previous iteration's connections must be gone from the
@@ -44,7 +44,7 @@ func benchmarkHeld(b *testing.B, release int) {
 		h.r.upstreams.h1.CloseIdleConnections()
 		up.CloseClientConnections()
 		settle()
-		before, goroutines := liveBytes(), runtime.NumGoroutine()
+		before, stacksBefore, goroutines := liveBytes(), stackBytes(), runtime.NumGoroutine()
 		conns := make([]net.Conn, heldN)
 		for i := range conns {
 			c, err := net.Dial("tcp", h.addr(0))
@@ -58,6 +58,7 @@ func benchmarkHeld(b *testing.B, release int) {
 		}
 		h.eventually("every request is held", func() bool { return h.held("web") == heldN })
 		perHeld = float64(liveBytes()-before) / heldN
+		stackPerHeld = (float64(stackBytes()) - float64(stacksBefore)) / heldN
 		goroutinesPerHeld = float64(runtime.NumGoroutine()-goroutines) / heldN
 		resetPeakRSS()
 		released := time.Now()
@@ -77,6 +78,7 @@ func benchmarkHeld(b *testing.B, release int) {
 		peakMiB = float64(peakRSS()) / (1 << 20)
 	}
 	b.ReportMetric(perHeld, "B/held")
+	b.ReportMetric(stackPerHeld, "stackB/held")
 	b.ReportMetric(goroutinesPerHeld, "goroutines/held")
 	b.ReportMetric(releaseMS, "ms-release")
 	b.ReportMetric(peakMiB, "MiB-peakRSS")
@@ -111,6 +113,16 @@ func settle() {
 		}
 		n = m
 	}
+}
+
+// stackBytes is the memory the runtime holds for goroutine stacks, in use
+// or cached for reuse. Its growth while requests are held is what their
+// goroutines' stacks cost; a stack freed before and reused for them makes
+// it understate that a little.
+func stackBytes() uint64 {
+	s := []metrics.Sample{{Name: "/memory/classes/heap/stacks:bytes"}}
+	metrics.Read(s)
+	return s[0].Value.Uint64()
 }
 
 // liveBytes is the heap's live objects after GCs. Goroutine stacks are
