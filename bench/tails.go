@@ -116,7 +116,13 @@ func (b *bench) coldTails(ctx context.Context) error {
 
 	op, rs := b.schedScrape(ctx, operatorPods, "8080"), b.schedScrape(ctx, resolverPods, "8012")
 	if rs != nil {
-		b.note("The resolver ran with GOMAXPROCS %.0f (go_sched_gomaxprocs_threads) under its 1-CPU limit, on a node of %d CPUs.", rs.gomaxprocs, runtime.NumCPU())
+		why := ""
+		if rs.gomaxprocs == 2 && runtime.NumCPU() >= 2 {
+			// Go's default under a CPU limit is the limit rounded up, but
+			// never below 2 (runtime/cgroup_linux.go).
+			why = ": Go's default under a CPU limit rounds a limit below 2 up to 2"
+		}
+		b.note("The resolver ran with GOMAXPROCS %.0f (go_sched_gomaxprocs_threads) under its 1-CPU limit, on a node of %d CPUs%s.", rs.gomaxprocs, runtime.NumCPU(), why)
 	}
 	var wakes []tailWake
 	start := time.Now()
