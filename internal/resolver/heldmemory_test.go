@@ -18,9 +18,9 @@ import (
 // BenchmarkHeldMemory measures what one held HTTP/1.1 request costs the
 // resolver, with heldN requests held at once: its live heap after a GC
 // (B/held), its goroutines (goroutines/held: net/http's serve loop and its
-// background read of the connection) and their stacks (stackB/held). The clients are raw TCP
-// connections in this same process, a few hundred bytes each, so B/held
-// slightly overstates the resolver's share. Every iteration then releases
+// background read of the connection) and their stacks (stackB/held). The
+// clients are raw TCP connections in this same process, a few hundred bytes
+// each, so B/held slightly overstates the resolver's share. Every iteration then releases
 // the requests and checks each was answered.
 //
 // The sub-benchmarks release the held requests paced (the default

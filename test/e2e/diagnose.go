@@ -9,8 +9,8 @@ import (
 
 // dumpNamespace logs what a failed test's namespace looked like, so that a
 // failure seen once in CI can be explained from its output alone: the
-// ElastiServices, the Events, and the operator's and resolvers' log lines
-// that name the namespace.
+// ElastiServices, Events, pods and EndpointSlices, and the operator's and
+// resolvers' log lines that name the namespace.
 func (e *Env) dumpNamespace(t testing.TB, ns string) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)

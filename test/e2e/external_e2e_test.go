@@ -66,18 +66,10 @@ func recordReplicas(t testing.TB, e *Env, ns, name string) *replicaTimeline {
 	r.done.Add(1)
 	go func() {
 		defer r.done.Done()
-		defer w.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case ev, ok := <-w.ResultChan():
-				if !ok {
-					return
-				}
-				if d, isDeployment := ev.Object.(*appsv1.Deployment); isDeployment {
-					r.record(ptr.Deref(d.Spec.Replicas, 1))
-				}
+		// The RetryWatcher closes its channel once ctx ends (finish).
+		for ev := range w.ResultChan() {
+			if d, isDeployment := ev.Object.(*appsv1.Deployment); isDeployment {
+				r.record(ptr.Deref(d.Spec.Replicas, 1))
 			}
 		}
 	}()
