@@ -6,6 +6,7 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"time"
 
 	"elasti.dev/elasti/bench/report"
 )
@@ -34,7 +35,7 @@ func (b *bench) forwarding(ctx context.Context) error {
 	if resolverPort == 0 {
 		return fmt.Errorf("no resolver port for %s/%s in %v", nsCold, appName, es.Status.ProxyPorts)
 	}
-	_, rpod, err := componentPID(ctx, resolverPods)
+	rpid, rpod, err := componentPID(ctx, resolverPods)
 	if err != nil {
 		return err
 	}
@@ -44,6 +45,10 @@ func (b *bench) forwarding(ctx context.Context) error {
 	}
 	if len(pods) != 1 {
 		return fmt.Errorf("want 1 demo app pod in %s, found %d", nsCold, len(pods))
+	}
+	apid, err := containerPID(&pods[0])
+	if err != nil {
+		return err
 	}
 	direct := "http://" + net.JoinHostPort(pods[0].Status.PodIP, fmt.Sprint(demoPort)) + "/"
 	via := "http://" + net.JoinHostPort(rpod.Status.PodIP, fmt.Sprint(resolverPort)) + "/"
@@ -56,16 +61,38 @@ func (b *bench) forwarding(ctx context.Context) error {
 	// machine in the same state.
 	var direct5, via5, ratios []float64
 	var lastVia, lastDirect *loadResult
+	// Where the CPU went in each run: the server's process (the resolver,
+	// or the app direct) and the whole machine.
+	var viaUse, directUse []cpuUse
+	var viaOK, directOK []int
+	measured := func(pid int, url string) (*loadResult, cpuUse, error) {
+		before, err := sampleCPU(pid)
+		if err != nil {
+			return nil, cpuUse{}, err
+		}
+		t0 := time.Now()
+		r, err := b.runLoad(ctx, "-mode", "closed", "-url", url, "-workers", "64", "-duration", "5s")
+		if err != nil {
+			return nil, cpuUse{}, err
+		}
+		after, err := sampleCPU(pid)
+		if err != nil {
+			return nil, cpuUse{}, err
+		}
+		return r, before.to(after, time.Since(t0)), nil
+	}
 	for range 3 {
-		d, err := b.runLoad(ctx, "-mode", "closed", "-url", direct, "-workers", "64", "-duration", "5s")
+		d, du, err := measured(apid, direct)
 		if err != nil {
 			return err
 		}
-		r, err := b.runLoad(ctx, "-mode", "closed", "-url", via, "-workers", "64", "-duration", "5s")
+		r, ru, err := measured(rpid, via)
 		if err != nil {
 			return err
 		}
 		direct5, via5, lastDirect, lastVia = append(direct5, d.rps()), append(via5, r.rps()), d, r
+		directUse, viaUse = append(directUse, du), append(viaUse, ru)
+		directOK, viaOK = append(directOK, d.OK), append(viaOK, r.OK)
 		if d.rps() > 0 {
 			ratios = append(ratios, r.rps()/d.rps())
 		}
@@ -90,6 +117,7 @@ func (b *bench) forwarding(ctx context.Context) error {
 	b.add(fig(secProxy, "max throughput direct to the pod (1 CPU limit), small responses", "req/s", direct5, nil, tputNote+"; last run: "+loadNote(lastDirect, "")))
 	b.add(fig(secProxy, "max throughput through one resolver replica (1 CPU limit), small responses", "req/s", via5, nil, "last run: "+loadNote(lastVia, "")))
 	b.add(fig(secProxy, nameTput, "× direct", ratios, goalFor(nameTput), "run i through the resolver ÷ run i direct"))
+	b.addCPU(viaUse, viaOK, directUse, directOK)
 
 	// Latency at fixed rates: 500 rps, and half of what the resolver
 	// sustained above (the overhead goal's rate).
@@ -118,6 +146,43 @@ func (b *bench) forwarding(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// addCPU adds where the CPU went in the max-throughput runs: what one request
+// costs the resolver (and the app, direct), the sizing figure that follows,
+// and whether the resolver's CPU limit or the machine bound the runs.
+func (b *bench) addCPU(via []cpuUse, viaOK []int, direct []cpuUse, directOK []int) {
+	perReq := func(us []cpuUse, ok []int) (micros, perCPU []float64) {
+		for i, u := range us {
+			if ok[i] > 0 && u.proc > 0 {
+				c := float64(u.proc.Microseconds()) / float64(ok[i])
+				micros, perCPU = append(micros, c), append(perCPU, 1e6/c)
+			}
+		}
+		return micros, perCPU
+	}
+	kernel := "CPU time of the process (/proc/PID/stat, 10 ms ticks) over the requests it answered; packet processing the kernel does in interrupt context is charged to whatever runs then, so this is the process' share, not all the request costs the machine"
+	viaMicros, viaPerCPU := perReq(via, viaOK)
+	directMicros, _ := perReq(direct, directOK)
+	b.add(fig(secProxy, "resolver CPU per request forwarded, in the max-throughput runs", "µs", viaMicros, nil, kernel))
+	b.add(fig(secProxy, "requests one resolver CPU forwards per second: 1 s ÷ CPU per request", "req/s per CPU", viaPerCPU, nil,
+		"the sizing figure of docs/resolver.md: small responses, a new client connection per request"))
+	b.add(fig(secProxy, "demo app CPU per request, direct, in the max-throughput runs", "µs", directMicros, nil, kernel))
+	var used, busy, thr []float64
+	for _, u := range via {
+		used, busy = append(used, u.procCPUs), append(busy, 100*u.machineBusy)
+		if u.throttledShare >= 0 {
+			thr = append(thr, 100*u.throttledShare)
+		}
+	}
+	b.add(fig(secProxy, "resolver CPU use in the runs through it (limit 1 CPU)", "CPUs", used, nil, ""))
+	if len(thr) == len(via) {
+		b.add(fig(secProxy, "CFS periods in which the resolver was throttled, runs through it", "%", thr, nil, "cgroup cpu.stat nr_throttled ÷ nr_periods"))
+	} else {
+		b.note("The resolver's CFS throttling could not be read from its cgroup's cpu.stat.")
+	}
+	b.add(fig(secProxy, "machine CPU busy in the runs through the resolver", "% of all CPUs", busy, nil,
+		"/proc/stat, all CPUs; 100% means the machine, not the resolver's limit, bounded the run"))
 }
 
 // goalFor is the goal goalRows gives the figure called name.

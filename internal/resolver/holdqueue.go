@@ -41,6 +41,12 @@ var (
 type HoldQueue struct {
 	mu   sync.Mutex
 	held map[types.NamespacedName]int
+	// total is what all ElastiServices hold; peak is its largest value
+	// since it was last zero.
+	total, peak int
+	// drained, if set before the first Enter, is called (without the
+	// lock) each time total falls back to zero, with the peak it had.
+	drained func(peak int)
 }
 
 // NewHoldQueue returns an empty HoldQueue.
@@ -58,18 +64,37 @@ func (q *HoldQueue) Enter(key types.NamespacedName, limit int) (leave func(), er
 		return nil, ErrQueueFull
 	}
 	q.held[key]++
+	q.total++
+	q.peak = max(q.peak, q.total)
 	var once sync.Once
 	return func() { once.Do(func() { q.leave(key) }) }, nil
 }
 
 func (q *HoldQueue) leave(key types.NamespacedName) {
 	q.mu.Lock()
-	defer q.mu.Unlock()
 	if q.held[key] <= 1 {
 		delete(q.held, key)
-		return
+	} else {
+		q.held[key]--
 	}
-	q.held[key]--
+	q.total--
+	peak := q.peak
+	if q.total > 0 {
+		peak = 0
+	} else {
+		q.peak = 0
+	}
+	q.mu.Unlock()
+	if peak > 0 && q.drained != nil {
+		q.drained(peak)
+	}
+}
+
+// Total returns how many slots all ElastiServices hold.
+func (q *HoldQueue) Total() int {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.total
 }
 
 // Held returns how many slots key holds.

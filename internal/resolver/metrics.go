@@ -65,6 +65,9 @@ type Metrics struct {
 	// the wake phase they showed: one of the five of the API.
 	WakingPages *prometheus.CounterVec
 	Listeners   prometheus.Gauge
+	// MemoryReturns counts the returns of free heap to the OS after a
+	// large hold drained (memoryReturner).
+	MemoryReturns prometheus.Counter
 }
 
 var esLabels = []string{"namespace", "elastiservice"}
@@ -119,9 +122,13 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "elasti_resolver_open_listeners",
 			Help: "Pre-opened resolver ports currently listening.",
 		}),
+		MemoryReturns: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "elasti_resolver_memory_returns_total",
+			Help: "Times the resolver returned its free heap to the OS after a large hold drained.",
+		}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.Held, m.HoldDuration, m.ColdStart, m.Forwarded, m.Rejected, m.TimedOut, m.Activations, m.StaticResponses, m.Fallback, m.WakingPages, m.Listeners)
+		reg.MustRegister(m.Held, m.HoldDuration, m.ColdStart, m.Forwarded, m.Rejected, m.TimedOut, m.Activations, m.StaticResponses, m.Fallback, m.WakingPages, m.Listeners, m.MemoryReturns)
 	}
 	return m
 }

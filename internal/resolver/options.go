@@ -89,6 +89,14 @@ type Options struct {
 	// routing takes a moment to follow the proxy slice's removal.
 	ReleasedPortLinger time.Duration
 
+	// ReturnMemoryAfter and ReturnMemoryAtPeak: once at least
+	// ReturnMemoryAtPeak requests and connections were held at once on this
+	// replica, and the hold queue has then been empty for
+	// ReturnMemoryAfter, the resolver returns its free heap to the OS
+	// (memoryReturner).
+	ReturnMemoryAfter  time.Duration
+	ReturnMemoryAtPeak int
+
 	// Synced reports whether the ElastiService cache has synced (the one
 	// Watch returns); the resolver is not ready before.
 	Synced func() bool
@@ -127,6 +135,11 @@ const (
 	// convergence with a wide margin, and stays well below the operator's
 	// default port quarantine (2m), so a lingering port is never reused.
 	DefaultReleasedPortLinger = 30 * time.Second
+	// DefaultReturnMemoryAfter lets the requests a drain released finish
+	// first; DefaultReturnMemoryAtPeak is a peak of about 7.5 MiB of held
+	// requests, below which the runtime's own pace is good enough.
+	DefaultReturnMemoryAfter  = 10 * time.Second
+	DefaultReturnMemoryAtPeak = 256
 )
 
 func (o *Options) setDefaults() {
@@ -164,6 +177,10 @@ func (o *Options) setDefaults() {
 	setDuration(&o.ActivationRefresh, DefaultActivationRefresh)
 	setDuration(&o.TrafficReportInterval, DefaultTrafficReportInterval)
 	setDuration(&o.ReleasedPortLinger, DefaultReleasedPortLinger)
+	setDuration(&o.ReturnMemoryAfter, DefaultReturnMemoryAfter)
+	if o.ReturnMemoryAtPeak <= 0 {
+		o.ReturnMemoryAtPeak = DefaultReturnMemoryAtPeak
+	}
 	if o.DialContext == nil {
 		o.DialContext = (&net.Dialer{}).DialContext
 	}

@@ -23,6 +23,7 @@ type Resolver struct {
 	ports     *PortMap
 	endpoints *Endpoints
 	holds     *HoldQueue
+	memory    *memoryReturner
 	waker     *waker
 	traffic   *trafficReporter
 	fallbacks fallbackEpochs
@@ -73,6 +74,9 @@ func New(ports *PortMap, endpoints *Endpoints, opts Options) (*Resolver, error) 
 		r.pageStarts.forget(es)
 	})
 	r.stopCtx, r.stop = context.WithCancel(context.Background())
+	r.memory = newMemoryReturner(opts.Clock, opts.ReturnMemoryAfter, opts.ReturnMemoryAtPeak,
+		func() bool { return r.holds.Total() == 0 }, opts.Metrics.MemoryReturns.Inc)
+	r.holds.drained = r.memory.drained
 	r.dialer = &dialer{
 		endpoints:      endpoints,
 		clock:          opts.Clock,
@@ -172,6 +176,7 @@ func (r *Resolver) drain(ctx context.Context, periodOver <-chan time.Time) {
 		r.opts.Log.Info("drain timeout passed with requests in flight; cutting them", "err", err.Error())
 	}
 	r.stop()
+	r.memory.stop()
 	select {
 	case <-r.connsIdle():
 	case <-ctx.Done():
@@ -187,6 +192,7 @@ func (r *Resolver) Close() {
 		r.listeners.close()
 	}
 	r.stop()
+	r.memory.stop()
 	_ = r.server.Close()
 	<-r.connsIdle()
 }
