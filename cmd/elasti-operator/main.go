@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	"elasti.dev/elasti/internal/errorreport"
+	"elasti.dev/elasti/internal/memlimit"
 )
 
 func main() {
@@ -30,6 +31,11 @@ func main() {
 		os.Exit(1)
 	}
 	ctrl.SetLogger(log)
+	if limit, err := memlimit.FromEnv(os.Getenv); err != nil {
+		log.Error(err, "no soft memory limit set")
+	} else if limit > 0 {
+		log.Info("soft memory limit set from the container's", "bytes", limit)
+	}
 	code := 0
 	if err := run(ctrl.SetupSignalHandler(), cfg, log); err != nil {
 		log.Error(err, "elasti-operator stopped")

@@ -47,6 +47,8 @@ func parseFlags(fs *flag.FlagSet, args []string, zapOpts *zap.Options) (config, 
 	fs.IntVar(&o.ReadAheadBytes, "hold-read-ahead-bytes", resolver.DefaultReadAheadBytes, "Bytes read ahead from each held HTTP/1.x request body or TCP connection, to see its client leave; a client sending more while held gets 503 (TCP: close).")
 	fs.IntVar(&o.ReleaseConcurrency, "release-concurrency", resolver.DefaultReleaseConcurrency, "Per ElastiService on this replica, how many requests released from a hold go to the woken target at once (until their response headers arrive); the rest of a burst waits its turn.")
 	fs.DurationVar(&o.ReleaseTurn, "release-turn", resolver.DefaultReleaseTurn, "Longest time one released request keeps its turn while its response headers have not arrived (a long poll), so that slow answers slow a burst's release down but never stop it.")
+	fs.IntVar(&o.ReturnMemoryAtPeak, "memory-return-peak", resolver.DefaultReturnMemoryAtPeak, "Once this many requests and connections were held at once on this replica, the heap they used is returned to the OS when the hold queue has been empty for --memory-return-after.")
+	fs.DurationVar(&o.ReturnMemoryAfter, "memory-return-after", resolver.DefaultReturnMemoryAfter, "How long the hold queue stays empty after a hold of --memory-return-peak or more before the free heap is returned to the OS.")
 	fs.DurationVar(&o.DialTimeout, "dial-timeout", resolver.DefaultDialTimeout, "Timeout of one TCP connect to a pod.")
 	fs.DurationVar(&o.ReadHeaderTimeout, "read-header-timeout", resolver.DefaultReadHeaderTimeout, "Time a client has to send request headers.")
 	fs.DurationVar(&o.IdleTimeout, "idle-timeout", resolver.DefaultIdleTimeout, "Idle keep-alive timeout of client connections.")

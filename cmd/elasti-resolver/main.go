@@ -24,6 +24,7 @@ import (
 
 	"elasti.dev/elasti/internal/activation"
 	"elasti.dev/elasti/internal/errorreport"
+	"elasti.dev/elasti/internal/memlimit"
 	"elasti.dev/elasti/internal/resolver"
 )
 
@@ -41,6 +42,11 @@ func main() {
 		os.Exit(1)
 	}
 	ctrl.SetLogger(log)
+	if limit, err := memlimit.FromEnv(os.Getenv); err != nil {
+		log.Error(err, "no soft memory limit set")
+	} else if limit > 0 {
+		log.Info("soft memory limit set from the container's", "bytes", limit)
+	}
 	code := 0
 	if err := run(cfg, log); err != nil {
 		log.Error(err, "elasti-resolver stopped")

@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"testing"
 	"time"
 
@@ -14,6 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"elasti.dev/elasti/internal/contract"
+	"elasti.dev/elasti/internal/memlimit"
 )
 
 // TestInstall proves the user's install path: `kubectl apply -k` of an
@@ -44,6 +46,18 @@ func TestInstall(t *testing.T) {
 		}
 		if ready < c.want {
 			t.Errorf("%d ready %s pods, want %d", ready, c.component, c.want)
+		}
+	}
+
+	// The resolvers' Go runtime has a soft memory limit of 90% of the
+	// container's 512Mi (ELASTI_MEMORY_LIMIT from the downward API).
+	limits, err := e.ResolverMetric(ctx, "go_gc_gomemlimit_bytes")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for pod, v := range limits {
+		if want := float64(512<<20) * memlimit.Share; v != math.Floor(want) {
+			t.Errorf("resolver %s: go_gc_gomemlimit_bytes %.0f, want %.0f", pod, v, math.Floor(want))
 		}
 	}
 

@@ -166,6 +166,10 @@ func TestBurstAtZero(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	returnsBefore, err := e.ResolverMetric(ctx, "elasti_resolver_memory_returns_total")
+	if err != nil {
+		t.Fatal(err)
+	}
 
 	const n = 500
 	url := "http://" + net.JoinHostPort(clusterIP, fmt.Sprint(DemoHTTPPort)) + "/"
@@ -217,6 +221,23 @@ func TestBurstAtZero(t *testing.T) {
 	if woke, err := e.EventCount(ctx, ns, "demoapp", controller.EventWoke); err == nil {
 		t.Logf("Woke events during the burst: %d", woke-wokeBefore)
 	}
+	// The hold drained: the resolvers return the heap it used to the OS
+	// (--memory-return-peak=100 in the e2e overlay, 10 s after the drain).
+	Eventually(t, time.Minute, time.Second, func(ctx context.Context) error {
+		after, err := e.ResolverMetric(ctx, "elasti_resolver_memory_returns_total")
+		if err != nil {
+			return err
+		}
+		returned := 0.0
+		for pod, v := range after {
+			returned += v - returnsBefore[pod]
+		}
+		if returned < 1 {
+			return fmt.Errorf("no resolver returned its memory after the burst: %v (before: %v)", after, returnsBefore)
+		}
+		t.Logf("memory returns after the burst, per resolver: %v (before: %v)", after, returnsBefore)
+		return nil
+	})
 	es, err := e.GetElastiService(ctx, ns, "demoapp")
 	if err != nil {
 		t.Fatal(err)

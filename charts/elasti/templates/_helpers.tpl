@@ -87,6 +87,16 @@ Secret, optional so that a missing Secret only turns reporting off.
 {{- end }}
 {{- end -}}
 
+{{/* The container's memory limit in bytes: the Go runtime's soft limit is
+90% of it (internal/memlimit). Without a limit, the downward API gives the
+node's allocatable memory. */}}
+{{- define "elasti.memoryLimitEnv" -}}
+- name: ELASTI_MEMORY_LIMIT
+  valueFrom:
+    resourceFieldRef:
+      resource: limits.memory
+{{- end -}}
+
 {{/* Pod and container security settings, as in config/operator and config/resolver. */}}
 {{- define "elasti.podSecurityContext" -}}
 runAsNonRoot: true
