@@ -115,6 +115,7 @@ func (b *bench) coldTails(ctx context.Context) error {
 	}
 
 	op, rs := b.schedScrape(ctx, operatorPods, "8080"), b.schedScrape(ctx, resolverPods, "8012")
+	apiBefore := apiserverScrape(ctx)
 	if rs != nil {
 		why := ""
 		if rs.gomaxprocs == 2 && runtime.NumCPU() >= 2 {
@@ -145,6 +146,7 @@ func (b *bench) coldTails(ctx context.Context) error {
 	b.addTails(wakes, elapsed)
 	b.addSched("operator", op.buckets(), b.schedScrape(ctx, operatorPods, "8080").buckets())
 	b.addSched("resolver", rs.buckets(), b.schedScrape(ctx, resolverPods, "8012").buckets())
+	b.addAPIServer(apiBefore, apiserverScrape(ctx))
 	return nil
 }
 
