@@ -63,6 +63,7 @@ func (b *bench) burst(ctx context.Context) error {
 		return err
 	}
 	before, _, _ := memMiB(pid)
+	anonBefore, fileBefore, _ := rssParts(pid)
 	peakNote := "VmHWM, reset just before the burst"
 	if err := resetPeak(pid); err != nil {
 		peakNote = "VmHWM since the resolver started (could not reset it: " + err.Error() + ")"
@@ -160,9 +161,11 @@ func (b *bench) burst(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	anonAfter, fileAfter, _ := rssParts(pid)
 	if before > 0 {
 		b.add(fig(secBurst, nameAfter, "× before", []float64{after / before}, goalFor(nameAfter),
-			fmt.Sprintf("VmRSS %.1f MiB one minute after the last answer, %.1f MiB before the burst", after, before)))
+			fmt.Sprintf("VmRSS %.1f MiB one minute after the last answer, %.1f MiB before the burst; of which RssAnon (heap, stacks) %.1f after, %.1f before, and RssFile (the binary's pages touched) %.1f after, %.1f before",
+				after, before, anonAfter, anonBefore, fileAfter, fileBefore)))
 	}
 	return nil
 }

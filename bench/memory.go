@@ -82,6 +82,32 @@ func memMiB(pid int) (rss, peak float64, err error) {
 	return rss, peak, sc.Err()
 }
 
+// rssParts returns a process' anonymous and file-backed resident memory in
+// MiB (RssAnon, RssFile): the heap and stacks, and the binary's pages it has
+// touched.
+func rssParts(pid int) (anon, file float64, err error) {
+	data, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "status"))
+	if err != nil {
+		return 0, 0, err
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		k, v, ok := strings.Cut(line, ":")
+		if !ok || (k != "RssAnon" && k != "RssFile") {
+			continue
+		}
+		kb, err := strconv.ParseFloat(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 64)
+		if err != nil {
+			return 0, 0, err
+		}
+		if k == "RssAnon" {
+			anon = kb / 1024
+		} else {
+			file = kb / 1024
+		}
+	}
+	return anon, file, nil
+}
+
 // resetPeak resets a process' VmHWM to its current RSS (clear_refs 5).
 func resetPeak(pid int) error {
 	return os.WriteFile(filepath.Join("/proc", strconv.Itoa(pid), "clear_refs"), []byte("5"), 0)

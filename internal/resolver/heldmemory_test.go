@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"os"
 	"runtime"
+	"runtime/debug"
 	"runtime/metrics"
 	"strconv"
 	"strings"
@@ -62,6 +63,9 @@ func benchmarkHeld(b *testing.B, release int, returnMemory bool) {
 		up.CloseClientConnections()
 		settle()
 		before, stacksBefore, goroutines := liveBytes(), stackBytes(), runtime.NumGoroutine()
+		// From a fully returned heap, so that what an earlier iteration
+		// or sub-benchmark left free does not count in either case.
+		debug.FreeOSMemory()
 		keptBefore := keptBytes()
 		conns := make([]net.Conn, heldN)
 		for i := range conns {
