@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"net/http"
+	"sync"
 	"testing"
 	"time"
 
@@ -114,6 +115,31 @@ func (e *Env) NewNamespace(t testing.TB) string {
 		}
 	})
 	return ns.Name
+}
+
+// errorsAfterDump returns an Errorf for t that also repeats its messages
+// once t's later cleanups have run. Call it before NewNamespace: a failed
+// test's namespace dump is long, and a log cut to its last lines should
+// still say why the test failed.
+func errorsAfterDump(t *testing.T) func(format string, args ...any) {
+	t.Helper()
+	var mu sync.Mutex
+	var msgs []string
+	t.Cleanup(func() {
+		mu.Lock()
+		defer mu.Unlock()
+		for _, m := range msgs {
+			t.Log("failed: " + m)
+		}
+	})
+	return func(format string, args ...any) {
+		t.Helper()
+		m := fmt.Sprintf(format, args...)
+		mu.Lock()
+		msgs = append(msgs, m)
+		mu.Unlock()
+		t.Error(m)
+	}
 }
 
 // Eventually calls check every interval until it returns nil, and fails the
