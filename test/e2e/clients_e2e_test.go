@@ -299,19 +299,20 @@ func (e *Env) cycles(t *testing.T, ns, name string, want int, timeout time.Durat
 	return downs
 }
 
-// checkLedger fails the test when a request that was answered was not
-// executed exactly once, or when any request was executed twice.
-func checkLedger(t *testing.T, l *ledger, ok []postResult) {
+// checkLedger reports through errorf (t.Errorf, or a test's own) a request
+// that was answered but not executed exactly once, and any request executed
+// twice.
+func checkLedger(t *testing.T, errorf func(format string, args ...any), l *ledger, ok []postResult) {
 	t.Helper()
 	counts := l.counts(t)
 	for _, r := range ok {
 		if n := counts["http "+r.id]; n != 1 {
-			t.Errorf("request %s was answered but executed %d times", r.id, n)
+			errorf("request %s was answered but executed %d times", r.id, n)
 		}
 	}
 	for line, n := range counts {
 		if n > 1 {
-			t.Errorf("%q executed %d times", line, n)
+			errorf("%q executed %d times", line, n)
 		}
 	}
 }
@@ -352,7 +353,7 @@ func loadOnCycles(t *testing.T, drain string, cycles int) (*keepAliveFleet, *grp
 	if n, dials := len(fleet.ok)+len(fleet.bad), fleet.dials.Load(); dials*2 > int64(n) {
 		t.Errorf("%d connections for %d requests: the fleet did not keep its connections alive", dials, n)
 	}
-	checkLedger(t, l, fleet.ok)
+	checkLedger(t, t.Errorf, l, fleet.ok)
 	return fleet, rpc, l
 }
 

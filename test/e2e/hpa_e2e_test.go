@@ -153,7 +153,7 @@ func TestHPAMinReplicasZeroWithElasti(t *testing.T) {
 	for _, r := range bad {
 		t.Errorf("POST sent %s into the test failed: %v", r.at.Sub(start).Round(time.Millisecond), r.err)
 	}
-	checkLedger(t, l, ok)
+	checkLedger(t, t.Errorf, l, ok)
 
 	// The HPA's own floor comes back when the ElastiService goes.
 	e.DeleteAndWait(t, es, 2*time.Minute)
