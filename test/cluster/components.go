@@ -183,8 +183,8 @@ disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshot
 }
 
 // cniConfig is a bridge with host-local IPAM. Pods get routes to the Service
-// range and the node's link only: no default route, so nothing a pod sends
-// can leave the cluster's addresses.
+// range, the nodes' links and the other nodes' pods only: no default route,
+// so nothing a pod sends can leave the cluster's addresses.
 func (c Config) cniConfig() string {
 	return fmt.Sprintf(`{
   "cniVersion": "1.0.0",
@@ -201,12 +201,12 @@ func (c Config) cniConfig() string {
         "type": "host-local",
         "dataDir": %q,
         "ranges": [[{"subnet": %q, "gateway": %q}]],
-        "routes": [{"dst": %q}, {"dst": %q}]
+        "routes": [{"dst": %q}, {"dst": %q}, {"dst": %q}]
       }
     }
   ]
 }
-`, c.path("cni", "ipam"), c.PodCIDR.String(), c.PodGateway().String(), c.ServiceCIDR.String(), c.LinkPrefix.String())
+`, c.path("cni", "ipam"), c.PodCIDR.String(), c.PodGateway().String(), c.ServiceCIDR.String(), c.NodeRange.String(), c.ClusterPodCIDR.String())
 }
 
 // kubeletConfig runs the kubelet with the cgroupfs driver on cgroup v1, its
@@ -290,7 +290,7 @@ conntrack:
 iptables:
   syncPeriod: 30s
   minSyncPeriod: 0s
-`, c.componentKubeconfig("kube-proxy"), c.NodeName, c.PodCIDR, c.NodeIP)
+`, c.componentKubeconfig("kube-proxy"), c.NodeName, c.ClusterPodCIDR, c.NodeIP)
 }
 
 func shellQuote(args []string) string {

@@ -5,6 +5,7 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"strconv"
 )
 
 // Config says where the cluster lives and which addresses it uses. Every
@@ -33,6 +34,17 @@ type Config struct {
 	LinkPrefix     netip.Prefix
 	// PodCIDR is the pods' subnet on the node's CNI bridge.
 	PodCIDR netip.Prefix
+	// ClusterPodCIDR holds every node's PodCIDR: the first node's, then one
+	// /24 per further node.
+	ClusterPodCIDR netip.Prefix
+	// NodeRange holds every node-to-node and host-to-node link: the host's
+	// LinkPrefix first, then one /30 per further node.
+	NodeRange netip.Prefix
+	// Nodes is how many nodes Up brings up (ELASTI_CLUSTER_NODES, default
+	// 1). The first runs the control plane and is linked to the host; each
+	// further one is linked to the first (see nodes.go). A running cluster's
+	// nodes are read from its state directory, whatever Nodes says.
+	Nodes int
 	// ServiceCIDR is the ClusterIP range; APIServiceIP and DNSServiceIP are
 	// the kubernetes and kube-dns Services' ClusterIPs.
 	ServiceCIDR                netip.Prefix
@@ -45,7 +57,16 @@ type Config struct {
 	// GuardTable is the host nftables table that stops the host from
 	// forwarding anything to or from the cluster.
 	GuardTable string
+
+	// Set on a further node's Config only (worker): where it reaches the
+	// kube-apiserver, and the admin kubeconfig its kube-router reads.
+	apiServerIP     netip.Addr
+	adminKubeconfig string
 }
+
+// MaxNodes bounds Nodes: each node costs a containerd, a kubelet, a
+// kube-proxy and a kube-router.
+const MaxNodes = 8
 
 // DefaultStateDir is where the cluster lives unless ELASTI_CLUSTER_DIR says
 // otherwise.
@@ -68,33 +89,56 @@ func DefaultConfig() Config {
 		cache = filepath.Join(base, "elasti")
 	}
 	return Config{
-		StateDir:     state,
-		CacheDir:     cache,
-		NetNS:        "elasti-node",
-		HostLink:     "elasti-host",
-		NodeLink:     "elasti-node",
-		LinkPrefix:   netip.MustParsePrefix("10.250.0.0/30"),
-		HostIP:       netip.MustParseAddr("10.250.0.1"),
-		NodeIP:       netip.MustParseAddr("10.250.0.2"),
-		PodCIDR:      netip.MustParsePrefix("10.244.0.0/24"),
-		ServiceCIDR:  netip.MustParsePrefix("10.96.0.0/16"),
-		APIServiceIP: netip.MustParseAddr("10.96.0.1"),
-		DNSServiceIP: netip.MustParseAddr("10.96.0.10"),
-		NodeName:     "elasti-node",
-		CgroupRoot:   "elasti-cluster",
-		GuardTable:   "elasti_guard",
+		StateDir:       state,
+		CacheDir:       cache,
+		NetNS:          "elasti-node",
+		HostLink:       "elasti-host",
+		NodeLink:       "elasti-node",
+		LinkPrefix:     netip.MustParsePrefix("10.250.0.0/30"),
+		HostIP:         netip.MustParseAddr("10.250.0.1"),
+		NodeIP:         netip.MustParseAddr("10.250.0.2"),
+		PodCIDR:        netip.MustParsePrefix("10.244.0.0/24"),
+		ClusterPodCIDR: netip.MustParsePrefix("10.244.0.0/16"),
+		NodeRange:      netip.MustParsePrefix("10.250.0.0/24"),
+		Nodes:          nodesFromEnv(),
+		ServiceCIDR:    netip.MustParsePrefix("10.96.0.0/16"),
+		APIServiceIP:   netip.MustParseAddr("10.96.0.1"),
+		DNSServiceIP:   netip.MustParseAddr("10.96.0.10"),
+		NodeName:       "elasti-node",
+		CgroupRoot:     "elasti-cluster",
+		GuardTable:     "elasti_guard",
 	}
+}
+
+// NodesEnv sets Config.Nodes for Up.
+const NodesEnv = "ELASTI_CLUSTER_NODES"
+
+func nodesFromEnv() int {
+	n, err := strconv.Atoi(os.Getenv(NodesEnv))
+	if err != nil || n < 1 {
+		return 1
+	}
+	return n
 }
 
 // APIServerPort is the kube-apiserver's secure port on NodeIP.
 const APIServerPort = 6443
 
 // Kubeconfig is the admin kubeconfig's path.
-func (c Config) Kubeconfig() string { return filepath.Join(c.StateDir, "kubeconfig") }
+func (c Config) Kubeconfig() string {
+	if c.adminKubeconfig != "" {
+		return c.adminKubeconfig
+	}
+	return filepath.Join(c.StateDir, "kubeconfig")
+}
 
 // APIServerURL is how the host reaches the kube-apiserver.
 func (c Config) APIServerURL() string {
-	return fmt.Sprintf("https://%s", netip.AddrPortFrom(c.NodeIP, APIServerPort))
+	ip := c.NodeIP
+	if c.apiServerIP.IsValid() {
+		ip = c.apiServerIP
+	}
+	return fmt.Sprintf("https://%s", netip.AddrPortFrom(ip, APIServerPort))
 }
 
 // NetNSPath is the namespace's bind mount, for setns(2) and nsenter.

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"time"
 )
 
@@ -28,7 +29,7 @@ func (c Config) Down(ctx context.Context, logf Logf) error {
 }
 
 func (c Config) down(ctx context.Context, logf Logf) error {
-	var errs []error
+	errs := c.downWorkers()
 	comps := append(c.components(), c.addons()...)
 	slices.Reverse(comps)
 	for _, comp := range comps {
@@ -51,6 +52,7 @@ func (c Config) down(ctx context.Context, logf Logf) error {
 	if err := unmountMatching(func(p string) bool { return under(p, c.StateDir) }); err != nil {
 		errs = append(errs, fmt.Errorf("unmount under %s: %w", c.StateDir, err))
 	}
+	errs = append(errs, c.teardownWorkerNetworks(ctx)...)
 	errs = append(errs, c.teardownNetwork(ctx)...)
 	// Pod network namespaces containerd left under /run/netns (and, when
 	// `ip netns` created it, /run/netns itself).
@@ -65,7 +67,7 @@ func (c Config) down(ctx context.Context, logf Logf) error {
 		if base.Existed["/run/netns"] {
 			entries, _ := os.ReadDir("/run/netns")
 			for _, e := range entries {
-				if !known[filepath.Join("/run/netns", e.Name())] && (e.Name() == c.NetNS || len(e.Name()) > 4 && e.Name()[:4] == "cni-") {
+				if !known[filepath.Join("/run/netns", e.Name())] && c.ownNetNS(e.Name()) {
 					_ = os.Remove(filepath.Join("/run/netns", e.Name()))
 				}
 			}
@@ -85,6 +87,13 @@ func (c Config) down(ctx context.Context, logf Logf) error {
 	}
 	logf("cluster down: processes, mounts, namespace, links, guard, cgroups and state removed")
 	return nil
+}
+
+// ownNetNS reports whether /run/netns/name is one the cluster makes: a node's
+// or a pod's.
+func (c Config) ownNetNS(name string) bool {
+	_, worker := c.workerNumber(name)
+	return name == c.NetNS || worker || strings.HasPrefix(name, "cni-")
 }
 
 // markerFile marks a directory as a cluster's state directory; Down removes

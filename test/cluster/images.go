@@ -164,9 +164,22 @@ func singleBinaryImage(bin, target, user string) (v1.Image, error) {
 	return mutate.ConfigFile(img, cfg)
 }
 
-// ImportImage imports a docker-archive tarball into the cluster's containerd,
+// ImportImage imports a docker-archive tarball into every node's containerd,
 // in the k8s.io namespace the kubelet uses.
 func (c Config) ImportImage(ctx context.Context, tarPath string) error {
+	if err := c.importImage(ctx, tarPath); err != nil {
+		return err
+	}
+	for _, w := range c.existingWorkers() {
+		if err := w.importImage(ctx, tarPath); err != nil {
+			return fmt.Errorf("%s: %w", w.NodeName, err)
+		}
+	}
+	return nil
+}
+
+// importImage imports a tarball into this node's containerd.
+func (c Config) importImage(ctx context.Context, tarPath string) error {
 	cmd := exec.CommandContext(ctx, "ctr", "--address", c.ContainerdSocket(), "-n", "k8s.io", "images", "import", tarPath)
 	if out, err := cmd.CombinedOutput(); err != nil {
 		return fmt.Errorf("import %s: %w: %s", tarPath, err, out)

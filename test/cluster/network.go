@@ -33,7 +33,7 @@ func (c Config) checkAddresses() error {
 	if err != nil {
 		return err
 	}
-	ranges := []netip.Prefix{c.LinkPrefix, c.PodCIDR, c.ServiceCIDR}
+	ranges := []netip.Prefix{c.NodeRange, c.ClusterPodCIDR, c.ServiceCIDR}
 	for _, ifc := range ifaces {
 		if ifc.Name == c.HostLink {
 			continue
@@ -109,11 +109,13 @@ func (c Config) setupNetwork(ctx context.Context) error {
 		// Locally sent packets to a ClusterIP need a route before
 		// kube-proxy's DNAT picks the pod.
 		{"ip", "-n", ns, "route", "add", c.ServiceCIDR.String(), "dev", c.NodeLink, "src", c.NodeIP.String()},
-		// The host reaches pods and ClusterIPs through the node, so a
-		// test or an out-of-cluster operator can, and a mistaken packet
-		// to those ranges never takes the host's default route.
-		{"ip", "route", "add", c.PodCIDR.String(), "via", c.NodeIP.String(), "dev", c.HostLink},
+		// The host reaches pods, ClusterIPs and the further nodes
+		// through this node, so a test or an out-of-cluster operator
+		// can, and a mistaken packet to those ranges never takes the
+		// host's default route.
+		{"ip", "route", "add", c.ClusterPodCIDR.String(), "via", c.NodeIP.String(), "dev", c.HostLink},
 		{"ip", "route", "add", c.ServiceCIDR.String(), "via", c.NodeIP.String(), "dev", c.HostLink},
+		{"ip", "route", "add", c.NodeRange.String(), "via", c.NodeIP.String(), "dev", c.HostLink},
 	}
 	for _, s := range steps {
 		if err := run(ctx, s[0], s[1:]...); err != nil {

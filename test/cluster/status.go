@@ -18,6 +18,17 @@ func (c Config) PrintStatus(ctx context.Context, w io.Writer) error {
 		}
 		fmt.Fprintf(w, "%-24s %s\n", comp.name, state)
 	}
+	for _, node := range c.existingWorkers() {
+		for _, comp := range node.workerComponents() {
+			comps = append(comps, comp)
+			state := "stopped"
+			if pid, ok := node.runningPID(comp.name); ok {
+				state = fmt.Sprintf("running (pid %d)", pid)
+				running++
+			}
+			fmt.Fprintf(w, "%-24s %s\n", node.NodeName+"/"+comp.name, state)
+		}
+	}
 	for _, comp := range c.addons() {
 		state := "stopped (optional)"
 		if pid, ok := c.runningPID(comp.name); ok {
@@ -56,4 +67,7 @@ Pods %s, Services %s, DNS %s. Logs in %s.
 Enter the node's network: ip netns exec %s <command>
 `, c.Kubeconfig(), c.BinDir, c.APIServerURL(), c.NodeName, c.NodeIP, c.NetNS,
 		c.PodCIDR, c.ServiceCIDR, c.DNSServiceIP, c.logDir(), c.NetNS)
+	for _, n := range c.existingWorkers() {
+		fmt.Fprintf(w, "Node %s (%s): network namespace %s, pods %s, logs in %s.\n", n.NodeName, n.NodeIP, n.NetNS, n.PodCIDR, n.logDir())
+	}
 }

@@ -46,18 +46,21 @@ func (c Config) Running() bool {
 			return false
 		}
 	}
-	return fileExists(c.Kubeconfig())
+	return c.workersRunning() && fileExists(c.Kubeconfig())
 }
 
 // hasLeftovers reports whether anything of an earlier cluster remains.
 func (c Config) hasLeftovers() bool {
-	if fileExists(c.StateDir) || fileExists(c.NetNSPath()) || len(c.cgroupDirs()) > 0 {
+	if fileExists(c.StateDir) || fileExists(c.NetNSPath()) || len(c.existingWorkers()) > 0 || len(c.cgroupDirs()) > 0 {
 		return true
 	}
 	return exec.Command("nft", "list", "table", "inet", c.GuardTable).Run() == nil
 }
 
 func (c Config) preflight() error {
+	if c.Nodes < 1 || c.Nodes > MaxNodes {
+		return fmt.Errorf("%d nodes: the local cluster runs 1 to %d", c.Nodes, MaxNodes)
+	}
 	if os.Geteuid() != 0 {
 		return errors.New("the local cluster needs root (network namespaces, cgroups, mounts)")
 	}
@@ -179,7 +182,7 @@ func (c Config) Up(ctx context.Context, logf Logf) error {
 	}
 	c.linkContainerdSocket(logf)
 	for _, p := range sysImages {
-		if err := c.ImportImage(ctx, p); err != nil {
+		if err := c.importImage(ctx, p); err != nil {
 			return err
 		}
 	}
@@ -204,6 +207,13 @@ func (c Config) Up(ctx context.Context, logf Logf) error {
 		return err
 	}
 	logf("cluster DNS answers (%s)", time.Since(start).Round(time.Millisecond))
+	// Further nodes come after the first node's system pods are placed,
+	// so those stay on the node that is never stopped.
+	for n := 2; n <= c.Nodes; n++ {
+		if err := c.upWorker(ctx, c.worker(n), sysImages, cs, logf, start); err != nil {
+			return err
+		}
+	}
 	if err := c.StartPrometheus(ctx, logf); err != nil {
 		return err
 	}

@@ -1,10 +1,10 @@
 // Command elasti-cluster runs the local single-node Kubernetes cluster that
 // `make demo` and the end-to-end tests use. See docs/local-cluster.md.
 //
-//	elasti-cluster up|down|status|images|kubeconfig [--k8s-bin-dir DIR]
+//	elasti-cluster up|down|status|images|kubeconfig [--k8s-bin-dir DIR] [--nodes N]
 //	elasti-cluster prometheus-stop|prometheus-start   (the optional Prometheus)
 //	elasti-cluster snapshot > before.json; elasti-cluster compare before.json
-//	elasti-cluster run [--keep] [--images] [--check-clean] -- COMMAND [ARG...]
+//	elasti-cluster run [--keep] [--images] [--check-clean] [--nodes N] -- COMMAND [ARG...]
 //
 // run is cluster.Session as a command: it runs COMMAND on the running
 // cluster, or brings one up for it and takes it down afterwards (unless
@@ -21,6 +21,7 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"strconv"
 	"syscall"
 	"time"
 
@@ -32,9 +33,10 @@ func main() {
 	binDir := fs.String("k8s-bin-dir", os.Getenv("ELASTI_K8S_BIN"), "directory holding etcd and the Kubernetes binaries (default: the output of hack/k8s-binaries.sh)")
 	keep := fs.Bool("keep", false, "run: leave a cluster this run brought up running")
 	images := fs.Bool("images", false, "run: build and import the images before COMMAND")
+	nodes := fs.Int("nodes", 0, "up, run: how many nodes a cluster brought up has (default: $"+cluster.NodesEnv+", else 1); a running cluster keeps its own")
 	checkClean := fs.Bool("check-clean", false, "run: after taking down a cluster this run brought up, check the machine is as it was before")
 	fs.Usage = func() {
-		fmt.Fprintln(os.Stderr, "usage: elasti-cluster up|down|status|images|kubeconfig|snapshot|prometheus-start|prometheus-stop [--k8s-bin-dir DIR]\n       elasti-cluster compare SNAPSHOT.json\n       elasti-cluster run [--keep] [--images] [--check-clean] [--k8s-bin-dir DIR] -- COMMAND [ARG...]")
+		fmt.Fprintln(os.Stderr, "usage: elasti-cluster up|down|status|images|kubeconfig|snapshot|prometheus-start|prometheus-stop [--k8s-bin-dir DIR] [--nodes N]\n       elasti-cluster compare SNAPSHOT.json\n       elasti-cluster run [--keep] [--images] [--check-clean] [--nodes N] [--k8s-bin-dir DIR] -- COMMAND [ARG...]")
 		fs.PrintDefaults()
 	}
 	if len(os.Args) < 2 {
@@ -59,6 +61,11 @@ func main() {
 	}
 	_ = fs.Parse(os.Args[2:])
 	flag.CommandLine = fs
+	if *nodes != 0 {
+		// The verbs run by `run` are processes of their own: they read it
+		// from the environment, as LocalConfig does here.
+		os.Setenv(cluster.NodesEnv, strconv.Itoa(*nodes))
+	}
 
 	if verb == "run" {
 		os.Exit(runSession(*binDir, *keep, *images, *checkClean, fs.Args()))
