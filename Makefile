@@ -62,12 +62,12 @@ k8s-binaries: deps ## Build (or reuse) etcd and the Kubernetes binaries from the
 verify: generate manifests $(GOLANGCI_LINT) ## Prove generated files are current; gofmt, vet, lint.
 	@git diff --exit-code -- api config charts || { echo "generated files are stale: run 'make generate manifests' and commit"; exit 1; }
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
-	go vet -tags integration,e2e,bench ./...
-	$(GOLANGCI_LINT) run --build-tags integration,e2e,bench ./...
+	go vet -tags integration,e2e,bench,multinode ./...
+	$(GOLANGCI_LINT) run --build-tags integration,e2e,bench,multinode ./...
 	@$(MAKE) --no-print-directory helm-verify
 
 .PHONY: test
-test: deps test-unit test-integration test-integration-oldest test-e2e ## Run every test tier: unit, integration (envtest, newest and oldest Kubernetes), end-to-end.
+test: deps test-unit test-integration test-integration-oldest test-e2e test-multinode ## Run every test tier: unit, integration (envtest, newest and oldest Kubernetes), end-to-end on one node and on two.
 
 .PHONY: test-unit
 test-unit: ## Unit tests under the race detector, then each fuzz target for $(FUZZTIME).
@@ -89,6 +89,10 @@ test-integration-oldest: deps ## The integration tests against the oldest suppor
 .PHONY: test-e2e
 test-e2e: deps ## End-to-end tests on the local cluster.
 	@hack/test-e2e.sh
+
+.PHONY: test-multinode
+test-multinode: deps ## The multi-node end-to-end scenarios, on a local cluster of two nodes.
+	@hack/test-multinode.sh
 
 ##@ Run
 .PHONY: demo

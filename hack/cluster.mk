@@ -1,4 +1,4 @@
-# The local single-node Kubernetes cluster (test/cluster, docs/local-cluster.md).
+# The local Kubernetes cluster (test/cluster, docs/local-cluster.md).
 # Included by the Makefile.
 
 ELASTI_CLUSTER := $(CURDIR)/bin/elasti-cluster
@@ -9,8 +9,8 @@ $(ELASTI_CLUSTER):
 
 ##@ Local cluster
 .PHONY: cluster-up
-cluster-up: deps $(ELASTI_CLUSTER) ## Bring up the local cluster (no-op when it runs); prints the KUBECONFIG to use.
-	@$(ELASTI_CLUSTER) up --k8s-bin-dir "$$(hack/k8s-binaries.sh)"
+cluster-up: deps $(ELASTI_CLUSTER) ## Bring up the local cluster (no-op when it runs; NODES=N for N nodes); prints the KUBECONFIG to use.
+	@$(ELASTI_CLUSTER) up --k8s-bin-dir "$$(hack/k8s-binaries.sh)" $(if $(NODES),--nodes $(NODES))
 
 .PHONY: cluster-down
 cluster-down: $(ELASTI_CLUSTER) ## Stop the local cluster and remove everything it created.

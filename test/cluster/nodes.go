@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"k8s.io/client-go/kubernetes"
@@ -243,6 +244,13 @@ func (c Config) upWorker(ctx context.Context, w Config, images []string, cs kube
 	if err := w.writeConfigs(); err != nil {
 		return fmt.Errorf("write %s's configs: %w", w.NodeName, err)
 	}
+	return w.startWorker(ctx, images, cs, logf, start)
+}
+
+// startWorker starts further node w's components, importing images into its
+// containerd first, and waits until the node is Ready and its network policy
+// controller answers.
+func (w Config) startWorker(ctx context.Context, images []string, cs kubernetes.Interface, logf Logf, start time.Time) error {
 	comps := map[string]component{}
 	for _, comp := range w.workerComponents() {
 		comps[comp.name] = comp
@@ -317,4 +325,76 @@ func (c Config) teardownWorkerNetworks(ctx context.Context) []error {
 		}
 	}
 	return errs
+}
+
+// partitionTable is the nftables table, in the first node's namespace, that
+// cuts further node n off while it is stopped.
+func partitionTable(n int) string { return fmt.Sprintf("elasti_node_%d_down", n) }
+
+// StopNode stops further node name as a machine that dies would stop: the
+// first node drops every packet to and from it (it is the node's only link,
+// so no one hears from the node any more, and connections to it go
+// unanswered rather than refused), its components are killed, and so is
+// every container on it. The API server still lists its Node and pods until
+// the node controller notices. The first node runs the control plane and
+// cannot be stopped.
+func (c Config) StopNode(ctx context.Context, name string) error {
+	n, ok := c.workerNumber(name)
+	if !ok || !fileExists(c.worker(n).NetNSPath()) {
+		return fmt.Errorf("%s is not a further node of this cluster (nodes: %s); the first cannot be stopped", name, strings.Join(c.NodeNames(), ", "))
+	}
+	w := c.worker(n)
+	partition := fmt.Sprintf(`table inet %[1]s {
+	chain input {
+		type filter hook input priority -20; policy accept;
+		iifname %[2]q drop
+	}
+	chain forward {
+		type filter hook forward priority -20; policy accept;
+		iifname %[2]q drop
+		oifname %[2]q drop
+	}
+	chain output {
+		type filter hook output priority -20; policy accept;
+		oifname %[2]q drop
+	}
+}
+`, partitionTable(n), w.HostLink)
+	if err := nftApply(ctx, c.NetNS, partition); err != nil {
+		return fmt.Errorf("cut %s off: %w", name, err)
+	}
+	comps := w.workerComponents()
+	slices.Reverse(comps)
+	for _, comp := range comps {
+		if pid, ok := w.runningPID(comp.name); ok {
+			_ = syscall.Kill(pid, syscall.SIGKILL)
+		}
+	}
+	return w.killCgroupProcesses(30 * time.Second)
+}
+
+// StartNode starts a node StopNode stopped: its link carries traffic again,
+// and its components start as at Up (its containers come back as the
+// kubelet restarts its pods). It returns once the node is Ready.
+func (c Config) StartNode(ctx context.Context, name string, logf Logf) error {
+	n, ok := c.workerNumber(name)
+	if !ok || !fileExists(c.worker(n).NetNSPath()) {
+		return fmt.Errorf("%s is not a further node of this cluster (nodes: %s)", name, strings.Join(c.NodeNames(), ", "))
+	}
+	w := c.worker(n)
+	if exec.CommandContext(ctx, "ip", "netns", "exec", c.NetNS, "nft", "list", "table", "inet", partitionTable(n)).Run() == nil {
+		if err := run(ctx, "ip", "netns", "exec", c.NetNS, "nft", "delete", "table", "inet", partitionTable(n)); err != nil {
+			return err
+		}
+	}
+	for _, comp := range w.workerComponents() {
+		if err := w.stop(comp.name, 3*time.Second); err != nil {
+			return err
+		}
+	}
+	cs, err := c.Clientset()
+	if err != nil {
+		return err
+	}
+	return w.startWorker(ctx, nil, cs, logf, time.Now())
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"strings"
 	"time"
 )
 
@@ -127,9 +128,14 @@ func (s Session) waitClean(before *Snapshot) []string {
 
 // CLIRunner returns a Session.CLI that runs the elasti-cluster binary at
 // path with --k8s-bin-dir, in the repository root, with the caller's output.
+// A verb may carry arguments after spaces ("node-stop elasti-node-2").
 func (c Config) CLIRunner(path string) func(verb string) error {
 	return func(verb string) error {
-		cmd := exec.Command(path, verb, "--k8s-bin-dir", c.BinDir)
+		words := strings.Fields(verb)
+		if len(words) == 0 {
+			return errors.New("no verb")
+		}
+		cmd := exec.Command(path, append([]string{words[0], "--k8s-bin-dir", c.BinDir}, words[1:]...)...)
 		cmd.Dir = c.RepoRoot
 		cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
 		return cmd.Run()

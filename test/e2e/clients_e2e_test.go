@@ -311,7 +311,9 @@ func checkLedger(t *testing.T, errorf func(format string, args ...any), l *ledge
 		}
 	}
 	for line, n := range counts {
-		if n > 1 {
+		// "http -" is a request without an ID: the tests' own checks
+		// that the app answers (answers), not a client's request.
+		if n > 1 && line != "http -" {
 			errorf("%q executed %d times", line, n)
 		}
 	}
