@@ -78,6 +78,18 @@ func procStartTime(pid int) (uint64, error) {
 	return strconv.ParseUint(fields[19], 10, 64)
 }
 
+// isZombie reports whether pid has exited and waits for its parent to reap
+// it.
+func isZombie(pid int) bool {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return false
+	}
+	s := string(data)
+	i := strings.LastIndexByte(s, ')')
+	return i >= 0 && strings.HasPrefix(strings.TrimSpace(s[i+1:]), "Z")
+}
+
 // runningPID returns the recorded PID of component name if that very process
 // is still alive.
 func (c Config) runningPID(name string) (int, bool) {

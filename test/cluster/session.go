@@ -57,6 +57,13 @@ func (s Session) Run(work func(teardown bool) error) error {
 			}
 		}
 		if s.CheckClean {
+			// The killed processes of a cluster taken down just before
+			// (by hand, or by a run without the check) linger as zombies
+			// until PID 1 reaps them; in the snapshot they would read as
+			// this run's doing.
+			if left := s.Config.waitClusterZombiesReaped(90 * time.Second); len(left) > 0 {
+				logf("killed processes of an earlier cluster are still unreaped after 90 s: %v", left)
+			}
 			var err error
 			if before, err = s.Config.TakeSnapshot(); err != nil {
 				return fmt.Errorf("snapshot the machine before cluster up: %w", err)
@@ -95,6 +102,24 @@ func (s Session) Run(work func(teardown bool) error) error {
 		logf("cluster-down hygiene: no process, link, address, route, netns, nftables/iptables rule, mount, cgroup, sysctl or path left behind")
 	}
 	return workErr
+}
+
+// waitClusterZombiesReaped polls until no cluster process is a zombie, or
+// timeout passes, and returns the zombies left.
+func (c Config) waitClusterZombiesReaped(timeout time.Duration) []string {
+	deadline := time.Now().Add(timeout)
+	for {
+		var zombies []string
+		for _, p := range c.clusterProcessList() {
+			if isZombie(p.pid) {
+				zombies = append(zombies, fmt.Sprintf("%s (%d)", p.name, p.pid))
+			}
+		}
+		if len(zombies) == 0 || time.Now().After(deadline) {
+			return zombies
+		}
+		time.Sleep(time.Second)
+	}
 }
 
 // UncleanError is the hygiene check's failure: what differs on the machine

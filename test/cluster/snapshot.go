@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"sort"
+	"strconv"
 	"strings"
 )
 
@@ -133,20 +134,36 @@ func (c Config) TakeSnapshot() (*Snapshot, error) {
 
 func (c Config) clusterProcesses() []string {
 	var out []string
+	for _, p := range c.clusterProcessList() {
+		out = append(out, fmt.Sprintf("%s (%d)", p.name, p.pid))
+	}
+	return out
+}
+
+// process is one process on the machine.
+type process struct {
+	pid  int
+	name string
+}
+
+// clusterProcessList lists the processes that belong to a cluster: by name,
+// or by a command line naming the state directory.
+func (c Config) clusterProcessList() []process {
+	var out []process
 	entries, _ := os.ReadDir("/proc")
 	for _, e := range entries {
-		pid := e.Name()
-		if pid[0] < '0' || pid[0] > '9' {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
 			continue
 		}
-		comm, err := os.ReadFile(filepath.Join("/proc", pid, "comm"))
+		comm, err := os.ReadFile(filepath.Join("/proc", e.Name(), "comm"))
 		if err != nil {
 			continue
 		}
 		name := strings.TrimSpace(string(comm))
-		cmdline, _ := os.ReadFile(filepath.Join("/proc", pid, "cmdline"))
+		cmdline, _ := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
 		if clusterComms[name] || bytes.Contains(cmdline, []byte(c.StateDir+"/")) {
-			out = append(out, fmt.Sprintf("%s (%s)", name, pid))
+			out = append(out, process{pid: pid, name: name})
 		}
 	}
 	return out
