@@ -17,7 +17,8 @@
 # router, which the cluster does not run, uses it).
 #
 # The Prometheus adapter (the local cluster's external.metrics.k8s.io, for an
-# HPA fed by a real External metric) comes from a fourth throwaway module.
+# HPA fed by a real External metric) comes from a fourth throwaway module, and
+# metrics-server (metrics.k8s.io, for an HPA on CPU) from a fifth.
 #
 # Idempotent: when the cache already holds every binary for these versions it
 # prints the directory and exits. Prints the directory on stdout, progress on
@@ -29,10 +30,11 @@ ETCD_VERSION=${ETCD_VERSION:-v3.5.35}
 KUBE_ROUTER_VERSION=${KUBE_ROUTER_VERSION:-v1.6.1}
 GOBGP_VERSION=v3.37.0
 PROMETHEUS_ADAPTER_VERSION=${PROMETHEUS_ADAPTER_VERSION:-v0.12.0}
+METRICS_SERVER_VERSION=${METRICS_SERVER_VERSION:-v0.8.0}
 CACHE=${ELASTI_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/elasti}
 OUT="$CACHE/k8s-$K8S_VERSION"
 STAMP="$OUT/.stamp"
-WANT="k8s=$K8S_VERSION etcd=$ETCD_VERSION kube-router=$KUBE_ROUTER_VERSION prometheus-adapter=$PROMETHEUS_ADAPTER_VERSION"
+WANT="k8s=$K8S_VERSION etcd=$ETCD_VERSION kube-router=$KUBE_ROUTER_VERSION prometheus-adapter=$PROMETHEUS_ADAPTER_VERSION metrics-server=$METRICS_SERVER_VERSION"
 K8S_CMDS=(kube-apiserver kube-controller-manager kube-scheduler kubelet kube-proxy kubectl)
 # ELASTI_K8S_ENVTEST_ONLY=1 builds only what envtest runs (etcd and the
 # kube-apiserver): the oldest supported version is tested with envtest only.
@@ -61,7 +63,7 @@ complete() {
   [[ -f "$STAMP" && "$(cat "$STAMP")" == "$WANT" ]] || return 1
   local b
   for b in etcd "${K8S_CMDS[@]}"; do [[ -x "$OUT/$b" ]] || return 1; done
-  [[ -n $ENVTEST_ONLY || (-x "$OUT/kube-router" && -x "$OUT/prometheus-adapter") ]]
+  [[ -n $ENVTEST_ONLY || (-x "$OUT/kube-router" && -x "$OUT/prometheus-adapter" && -x "$OUT/metrics-server") ]]
 }
 
 if complete; then
@@ -152,9 +154,21 @@ build_prometheus_adapter() {
     bash -c 'cd "$1" && go build -mod=mod -trimpath -ldflags "-s -w" -o "$2/prometheus-adapter" sigs.k8s.io/prometheus-adapter/cmd/adapter' _ "$d" "$OUT"
 }
 
+build_metrics_server() {
+  [[ -x "$OUT/metrics-server" && -f "$STAMP" ]] && grep -q "metrics-server=$METRICS_SERVER_VERSION" "$STAMP" && return 0
+  local d="$work/metrics-server"
+  mkdir -p "$d"
+  (cd "$d" && go mod init elasti.local/metrics-server-build >/dev/null 2>&1 &&
+    go get "sigs.k8s.io/metrics-server@$METRICS_SERVER_VERSION" >/dev/null 2>&1) ||
+    { log "could not resolve metrics-server $METRICS_SERVER_VERSION from the module proxy"; return 1; }
+  progress "metrics-server $METRICS_SERVER_VERSION" "about three minutes" \
+    bash -c 'cd "$1" && go build -mod=mod -trimpath -ldflags "-s -w" -o "$2/metrics-server" sigs.k8s.io/metrics-server/cmd/metrics-server' _ "$d" "$OUT"
+}
+
 build_etcd
 [[ -n $ENVTEST_ONLY ]] || build_kube_router
 [[ -n $ENVTEST_ONLY ]] || build_prometheus_adapter
+[[ -n $ENVTEST_ONLY ]] || build_metrics_server
 build_kubernetes
 [[ -n $ENVTEST_ONLY && -f "$STAMP" ]] || echo "$WANT" >"$STAMP"
 log "binaries ready in $OUT"

@@ -104,6 +104,7 @@ func (c Config) components() []component {
 			"--run-firewall=true", "--run-router=false", "--run-service-proxy=false", "--enable-cni=false",
 			"--metrics-port=0", "--health-port=20244", "--iptables-sync-period=1m", "--v=1",
 		}},
+		c.metricsServerComponent(),
 	}
 }
 

@@ -48,6 +48,8 @@ func (c Config) certSpecs() []certSpec {
 		{name: "front-proxy-client", cn: "front-proxy-client", client: true},
 		{name: "metrics-adapter", cn: "elasti-metrics-adapter", server: true,
 			dnsSANs: []string{"elasti-metrics-adapter.kube-system.svc"}, ipSANs: []net.IP{c.NodeIP.AsSlice()}},
+		{name: "metrics-server", cn: "elasti-metrics-server", server: true,
+			dnsSANs: []string{"elasti-metrics-server.kube-system.svc"}, ipSANs: []net.IP{c.NodeIP.AsSlice()}},
 	}
 }
 

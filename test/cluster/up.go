@@ -64,7 +64,7 @@ func (c Config) preflight() error {
 	if os.Geteuid() != 0 {
 		return errors.New("the local cluster needs root (network namespaces, cgroups, mounts)")
 	}
-	for _, b := range []string{"etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubelet", "kube-proxy", "kube-router", "kubectl"} {
+	for _, b := range []string{"etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubelet", "kube-proxy", "kube-router", "metrics-server", "kubectl"} {
 		if !fileExists(c.bin(b)) {
 			return fmt.Errorf("%s missing in %s: run hack/k8s-binaries.sh", b, c.BinDir)
 		}
@@ -214,6 +214,10 @@ func (c Config) Up(ctx context.Context, logf Logf) error {
 			return err
 		}
 	}
+	if err := c.startMetricsServer(ctx); err != nil {
+		return err
+	}
+	logf("resource metrics served (%s)", time.Since(start).Round(time.Millisecond))
 	if err := c.StartPrometheus(ctx, logf); err != nil {
 		return err
 	}

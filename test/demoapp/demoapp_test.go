@@ -248,3 +248,30 @@ func TestDrainServesNewConnectionsAfterStop(t *testing.T) {
 		t.Fatal("HTTP still listening after the drain")
 	}
 }
+
+func TestBurnUsesCPUAndRefusesBadDurations(t *testing.T) {
+	srv := httptest.NewServer(newHTTPHandler("pod-a", false, false, nil, nil))
+	defer srv.Close()
+	get := func(q string) (int, string) {
+		t.Helper()
+		resp, err := http.Get(srv.URL + "/burn" + q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	start := time.Now()
+	if code, body := get("?ms=30"); code != http.StatusOK || !strings.HasPrefix(body, "burned 30ms") {
+		t.Errorf("?ms=30: %d %q", code, body)
+	}
+	if took := time.Since(start); took < 30*time.Millisecond {
+		t.Errorf("?ms=30 answered after %s", took)
+	}
+	for _, q := range []string{"", "?ms=0", "?ms=-5", "?ms=1001", "?ms=abc"} {
+		if code, _ := get(q); code != http.StatusBadRequest {
+			t.Errorf("/burn%s: %d, want 400", q, code)
+		}
+	}
+}

@@ -5,7 +5,9 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strconv"
 	"sync/atomic"
+	"time"
 
 	"github.com/gorilla/websocket"
 	"github.com/prometheus/client_golang/prometheus"
@@ -17,7 +19,7 @@ import (
 const RequestIDHeader = "X-Request-Id"
 
 // newHTTPHandler serves "/" (the pod's name, and the size and SHA-256 of any
-// body), "/healthz", "/metrics" and, when enabled, the WebSocket echo at
+// body), "/healthz", "/metrics", "/burn" (CPU work, for an HPA on CPU) and, when enabled, the WebSocket echo at
 // "/ws" (open ones counted in websocket_connections_open) and the relay at
 // "/relay" (relay.go). Requests to "/", "/ws" and "/relay" count in
 // http_requests_total; requests to "/" are recorded in the ledger (by
@@ -59,6 +61,7 @@ func newHTTPHandler(name string, ws, relay bool, executed *ledger, draining *ato
 	})
 	mux.Handle("/", promhttp.InstrumentHandlerCounter(requests, hello))
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
+	mux.Handle("/burn", promhttp.InstrumentHandlerCounter(requests, http.HandlerFunc(burn)))
 	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
 	if relay {
 		// Counted like "/": a relay pod stands for a load balancer whose
@@ -97,4 +100,24 @@ func wsEcho(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
+}
+
+// maxBurn bounds one /burn request's work.
+const maxBurn = time.Second
+
+// burn keeps one CPU busy for ?ms= milliseconds (1 to 1000), then answers
+// with the pod's work done: load for an HPA that scales on CPU.
+func burn(w http.ResponseWriter, r *http.Request) {
+	ms, err := strconv.Atoi(r.URL.Query().Get("ms"))
+	d := time.Duration(ms) * time.Millisecond
+	if err != nil || d <= 0 || d > maxBurn {
+		http.Error(w, fmt.Sprintf("ms must be a whole number of milliseconds from 1 to %d", maxBurn.Milliseconds()), http.StatusBadRequest)
+		return
+	}
+	end := time.Now().Add(d)
+	n := 0
+	for time.Now().Before(end) {
+		n++
+	}
+	fmt.Fprintf(w, "burned %s (%d rounds)\n", d, n)
 }

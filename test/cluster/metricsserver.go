@@ -1,0 +1,103 @@
+package cluster
+
+import (
+	"context"
+	"encoding/base64"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+)
+
+// MetricsServerComponent is metrics-server, built from the Go module proxy
+// (hack/k8s-binaries.sh): it serves metrics.k8s.io (the pods' and nodes' CPU
+// and memory, read from every kubelet's /metrics/resource), so that an HPA
+// can scale on CPU as on a real cluster. It runs on the first node's
+// address, and the API server reaches it through the Service
+// kube-system/elasti-metrics-server, whose EndpointSlice points there.
+const MetricsServerComponent = "metrics-server"
+
+// MetricsServerPort is where metrics-server listens (TLS) on the first
+// node's address.
+const MetricsServerPort = 6446
+
+// metricsServerComponent runs metrics-server with the admin kubeconfig for
+// the API and the kube-apiserver's kubelet client certificate for the
+// kubelets, whose serving certificates it verifies against the cluster CA.
+// It scrapes every 10 s, its shortest resolution, which must exceed the
+// kubelet request timeout.
+func (c Config) metricsServerComponent() component {
+	pki := func(f string) string { return filepath.Join(c.pkiDir(), f) }
+	return component{name: MetricsServerComponent, bin: c.bin("metrics-server"), args: []string{
+		"--bind-address=" + c.NodeIP.String(), fmt.Sprintf("--secure-port=%d", MetricsServerPort),
+		"--tls-cert-file=" + pki("metrics-server.crt"), "--tls-private-key-file=" + pki("metrics-server.key"),
+		"--kubeconfig=" + c.Kubeconfig(),
+		"--authentication-kubeconfig=" + c.Kubeconfig(), "--authorization-kubeconfig=" + c.Kubeconfig(),
+		"--kubelet-certificate-authority=" + pki("ca.crt"),
+		"--kubelet-client-certificate=" + pki("apiserver-kubelet-client.crt"),
+		"--kubelet-client-key=" + pki("apiserver-kubelet-client.key"),
+		"--kubelet-preferred-address-types=InternalIP", "--kubelet-use-node-status-port",
+		"--metric-resolution=10s", "--kubelet-request-timeout=5s", "--v=1",
+	}}
+}
+
+// metricsServerManifest registers metrics-server with the API aggregation
+// layer, trusting its certificate through the cluster's CA.
+func (c Config) metricsServerManifest() (string, error) {
+	ca, err := os.ReadFile(filepath.Join(c.pkiDir(), "ca.crt"))
+	if err != nil {
+		return "", err
+	}
+	return fmt.Sprintf(`apiVersion: v1
+kind: Service
+metadata: {name: elasti-metrics-server, namespace: kube-system}
+spec:
+  ports:
+  - {name: https, port: 443, targetPort: %[1]d, protocol: TCP}
+---
+apiVersion: discovery.k8s.io/v1
+kind: EndpointSlice
+metadata:
+  name: elasti-metrics-server
+  namespace: kube-system
+  labels: {kubernetes.io/service-name: elasti-metrics-server}
+addressType: IPv4
+ports:
+- {name: https, port: %[1]d, protocol: TCP}
+endpoints:
+- addresses: [%[2]s]
+  conditions: {ready: true}
+---
+apiVersion: apiregistration.k8s.io/v1
+kind: APIService
+metadata: {name: v1beta1.metrics.k8s.io}
+spec:
+  group: metrics.k8s.io
+  version: v1beta1
+  service: {name: elasti-metrics-server, namespace: kube-system, port: 443}
+  caBundle: %[3]s
+  groupPriorityMinimum: 100
+  versionPriority: 100
+`, MetricsServerPort, c.NodeIP, base64.StdEncoding.EncodeToString(ca)), nil
+}
+
+// startMetricsServer starts metrics-server, registers it and waits until the
+// API server serves metrics.k8s.io through it. The metrics themselves follow
+// with its first scrape, 10 s later.
+func (c Config) startMetricsServer(ctx context.Context) error {
+	if err := c.spawn(c.metricsServerComponent()); err != nil {
+		return err
+	}
+	manifest, err := c.metricsServerManifest()
+	if err != nil {
+		return err
+	}
+	if _, err := c.Kubectl(ctx, manifest, "apply", "-f", "-"); err != nil {
+		return err
+	}
+	path := "/apis/metrics.k8s.io/v1beta1"
+	return c.waitFor(ctx, MetricsServerComponent, 2*time.Minute, func(ctx context.Context) error {
+		_, err := c.Kubectl(ctx, "", "get", "--raw", path)
+		return err
+	})
+}

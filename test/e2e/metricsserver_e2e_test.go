@@ -1,0 +1,154 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	autoscalingv2 "k8s.io/api/autoscaling/v2"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	elastiv1alpha1 "elasti.dev/elasti/api/v1alpha1"
+	"elasti.dev/elasti/internal/controller"
+)
+
+// cpuHPA is an HPA on the pods' CPU, as metrics-server reports it: 50% of
+// the 50m each pod requests, from 1 to 3 replicas, with no stabilization
+// window either way, so that the test sees both moves within minutes.
+func cpuHPA(ns, app string) *autoscalingv2.HorizontalPodAutoscaler {
+	return &autoscalingv2.HorizontalPodAutoscaler{
+		ObjectMeta: metav1.ObjectMeta{Name: app, Namespace: ns},
+		Spec: autoscalingv2.HorizontalPodAutoscalerSpec{
+			ScaleTargetRef: autoscalingv2.CrossVersionObjectReference{APIVersion: "apps/v1", Kind: "Deployment", Name: app},
+			MinReplicas:    ptr.To[int32](1),
+			MaxReplicas:    3,
+			Metrics: []autoscalingv2.MetricSpec{{
+				Type: autoscalingv2.ResourceMetricSourceType,
+				Resource: &autoscalingv2.ResourceMetricSource{
+					Name:   corev1.ResourceCPU,
+					Target: autoscalingv2.MetricTarget{Type: autoscalingv2.UtilizationMetricType, AverageUtilization: ptr.To[int32](50)},
+				},
+			}},
+			Behavior: &autoscalingv2.HorizontalPodAutoscalerBehavior{
+				ScaleUp:   &autoscalingv2.HPAScalingRules{StabilizationWindowSeconds: ptr.To[int32](0)},
+				ScaleDown: &autoscalingv2.HPAScalingRules{StabilizationWindowSeconds: ptr.To[int32](0)},
+			},
+		},
+	}
+}
+
+// TestCPUHPAWithMetricsServer: a real HPA on CPU, fed by the cluster's
+// metrics-server (built from the Go module proxy, reading the kubelet's
+// resource metrics), on a target Elasti put to sleep and woke. Once awake,
+// CPU load (a GET of /burn?ms=40 every 100 ms, about 0.4 CPU against the
+// 25m per pod the HPA aims at) makes the HPA scale the target to 3; without
+// the load it scales back to 1. Elasti leaves it alone meanwhile: no replica
+// change but the HPA's (each one a SuccessfulRescale Event), no Woke or
+// ScaledToZero after the wake, the target never at zero.
+func TestCPUHPAWithMetricsServer(t *testing.T) {
+	e := Get(t)
+	e.InstallElasti(t)
+	ns := e.NewNamespace(t)
+	d := DemoAppDeployment(ns, "demoapp", 1)
+	d.Spec.Template.Spec.Containers[0].Resources.Requests = corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("50m")}
+	svc := DemoAppService(ns, "demoapp")
+	e.Create(t, d, svc, cpuHPA(ns, "demoapp"))
+	e.WaitReadyEndpoints(t, ns, "demoapp", 1, 2*time.Minute)
+	es := e.ElastiServiceFor(ns, "demoapp", IdleQuery)
+	es.Spec.Autoscaler = &elastiv1alpha1.AutoscalerRef{Type: elastiv1alpha1.AutoscalerHPA, Name: "demoapp"}
+	e.Create(t, es)
+	e.WaitAsleep(t, ns, "demoapp", 2*time.Minute)
+
+	e.SetQuery(t, ns, "demoapp", BusyQuery)
+	ctx, cancel := context.WithTimeout(context.Background(), wakeTimeout)
+	defer cancel()
+	url := httpURL(svc.Spec.ClusterIP, DemoHTTPPort)
+	if _, err := GetWith(ctx, e.LongHTTPClient(), url, ""); err != nil {
+		t.Fatalf("request at zero: %v", err)
+	}
+	e.WaitAwake(t, ns, "demoapp", time.Minute)
+	wokeEvents := func(ctx context.Context) (int, error) {
+		woke, err := e.EventCount(ctx, ns, "demoapp", controller.EventWoke)
+		if err != nil {
+			return 0, err
+		}
+		slept, err := e.EventCount(ctx, ns, "demoapp", controller.EventScaledToZero)
+		return woke + slept, err
+	}
+	before, err := wokeEvents(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	timeline := recordReplicas(t, e, ns, "demoapp")
+	start := time.Now()
+
+	// Bounded: at most 4 minutes at 10 requests a second.
+	stop := every(100*time.Millisecond, func(ctx context.Context) error {
+		if time.Since(start) > 4*time.Minute {
+			return nil
+		}
+		_, err := GetWith(ctx, e.HTTPClient(), strings.TrimSuffix(url, "/")+"/burn?ms=40", "")
+		return err
+	})
+	waitReplicas := func(want int32, timeout time.Duration) {
+		t.Helper()
+		Eventually(t, timeout, time.Second, func(ctx context.Context) error {
+			h, err := e.Clientset.AutoscalingV2().HorizontalPodAutoscalers(ns).Get(ctx, "demoapp", metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			n, _, err := e.Replicas(ctx, ns, "demoapp")
+			if err != nil {
+				return err
+			}
+			if n != want {
+				cpu := "none"
+				if len(h.Status.CurrentMetrics) > 0 && h.Status.CurrentMetrics[0].Resource != nil {
+					cpu = fmt.Sprintf("%d%%", ptr.Deref(h.Status.CurrentMetrics[0].Resource.Current.AverageUtilization, -1))
+				}
+				return fmt.Errorf("%d replicas, want %d; HPA: CPU %s of requests, desired %d", n, want, cpu, h.Status.DesiredReplicas)
+			}
+			return nil
+		})
+	}
+	waitReplicas(3, 3*time.Minute)
+	up := time.Since(start)
+	errs := stop()
+	loadEnd := time.Now()
+	waitReplicas(1, 3*time.Minute)
+	t.Logf("HPA on CPU: 3 replicas %s into the load, back to 1 %s after it stopped; replicas: %s",
+		up.Round(time.Second), time.Since(loadEnd).Round(time.Second), timeline)
+	changes := timeline.finish()
+	for i, err := range errs {
+		if i == 5 {
+			t.Errorf("... %d load requests failed in all", len(errs))
+			break
+		}
+		t.Errorf("load request: %v", err)
+	}
+	if sleeps, _ := sleepsAndWakes(changes); sleeps > 0 {
+		t.Errorf("the target went to zero while the HPA scaled it: %s", timeline)
+	}
+	// Every replica change was the HPA's.
+	evs, err := e.Clientset.CoreV1().Events(ns).List(context.Background(), metav1.ListOptions{FieldSelector: "involvedObject.kind=HorizontalPodAutoscaler,reason=SuccessfulRescale"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rescales := 0
+	for _, ev := range evs.Items {
+		rescales += int(ev.Count)
+	}
+	if moves := len(changes) - 1; rescales < moves {
+		t.Errorf("%d replica changes (%s) but %d SuccessfulRescale Events from the HPA", moves, timeline, rescales)
+	}
+	if after, err := wokeEvents(context.Background()); err != nil || after != before {
+		t.Errorf("Elasti woke or slept the target while the HPA scaled it: %d Woke/ScaledToZero Events before, %d after (%v)", before, after, err)
+	}
+}
