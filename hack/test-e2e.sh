@@ -11,7 +11,9 @@ export GOTOOLCHAIN=local GOFLAGS=-buildvcs=false
 # Chromium, for the waking page's test; the rest is there from `make deps`.
 hack/install-deps.sh browser
 ELASTI_K8S_BIN=$(hack/k8s-binaries.sh)
-export ELASTI_K8S_BIN
+# Argo Rollouts' controller, for the test of a real Rollout target.
+ELASTI_ARGO_ROLLOUTS_DIR=$(hack/argo-rollouts.sh)
+export ELASTI_K8S_BIN ELASTI_ARGO_ROLLOUTS_DIR
 go build -o bin/elasti-cluster ./test/cluster/cmd/elasti-cluster
 bin/elasti-cluster run --check-clean ${ELASTI_E2E_KEEP:+--keep} -- \
   go test -count=1 -tags e2e -p 1 -timeout 60m -v ./test/e2e/...

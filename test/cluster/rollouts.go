@@ -1,0 +1,67 @@
+package cluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"time"
+)
+
+// RolloutsComponent is Argo Rollouts' controller, built from the Go module
+// proxy by hack/argo-rollouts.sh, which the end-to-end tests start on demand
+// (elasti-cluster rollouts-start) to sleep and wake a real Rollout. It runs
+// on the first node, cluster-wide, with the admin kubeconfig; Down stops it
+// like any component.
+const RolloutsComponent = "argo-rollouts"
+
+// RolloutsDirEnv names the directory hack/argo-rollouts.sh prints: the
+// controller binary and the release's CRDs.
+const RolloutsDirEnv = "ELASTI_ARGO_ROLLOUTS_DIR"
+
+// rolloutsHealthPort is the controller's health port, on the first node's
+// loopback.
+const rolloutsHealthPort = 20246
+
+// rolloutsNamespace is where the controller looks for its own ConfigMap
+// (its default, without POD_NAMESPACE).
+const rolloutsNamespace = "argo-rollouts"
+
+func (c Config) rolloutsComponent(dir string) component {
+	return component{name: RolloutsComponent, bin: filepath.Join(dir, "rollouts-controller"), args: []string{
+		"--kubeconfig=" + c.Kubeconfig(), "--leader-elect=false",
+		fmt.Sprintf("--healthzPort=%d", rolloutsHealthPort), "--metricsPort=20247",
+		"--loglevel=info",
+	}}
+}
+
+// StartRollouts installs Argo Rollouts' CRDs and starts its controller (both
+// from $ELASTI_ARGO_ROLLOUTS_DIR), and waits until it answers its health
+// check. It does nothing more when the controller already runs.
+func (c Config) StartRollouts(ctx context.Context, logf Logf) error {
+	dir := os.Getenv(RolloutsDirEnv)
+	if dir == "" {
+		return errors.New(RolloutsDirEnv + " is not set: run hack/argo-rollouts.sh and set it to the directory it prints")
+	}
+	if _, ok := c.runningPID(RolloutsComponent); ok {
+		return nil
+	}
+	if _, err := c.Kubectl(ctx, "", "apply", "--server-side", "-f", filepath.Join(dir, "crds")); err != nil {
+		return err
+	}
+	ns := fmt.Sprintf("apiVersion: v1\nkind: Namespace\nmetadata: {name: %s}\n", rolloutsNamespace)
+	if _, err := c.Kubectl(ctx, ns, "apply", "-f", "-"); err != nil {
+		return err
+	}
+	if err := c.spawn(c.rolloutsComponent(dir)); err != nil {
+		return err
+	}
+	nodeHTTP := &http.Client{Transport: &http.Transport{DialContext: c.NodeDialer().DialContext}, Timeout: 5 * time.Second}
+	if err := c.waitFor(ctx, RolloutsComponent, 2*time.Minute, httpOK(nodeHTTP, fmt.Sprintf("http://127.0.0.1:%d/healthz", rolloutsHealthPort))); err != nil {
+		return err
+	}
+	logf("Argo Rollouts' controller runs (%s)", dir)
+	return nil
+}

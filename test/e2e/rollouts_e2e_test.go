@@ -1,0 +1,126 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	elastiv1alpha1 "elasti.dev/elasti/api/v1alpha1"
+	"elasti.dev/elasti/test/cluster"
+)
+
+var rolloutGVK = schema.GroupVersionKind{Group: "argoproj.io", Version: "v1alpha1", Kind: "Rollout"}
+
+// rollout reads a Rollout's spec.replicas and its status's ready replicas.
+func (e *Env) rollout(ctx context.Context, ns, name string) (spec, ready int64, err error) {
+	u := &unstructured.Unstructured{}
+	u.SetGroupVersionKind(rolloutGVK)
+	if err := e.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, u); err != nil {
+		return 0, 0, err
+	}
+	spec, _, _ = unstructured.NestedInt64(u.Object, "spec", "replicas")
+	ready, _, _ = unstructured.NestedInt64(u.Object, "status", "readyReplicas")
+	return spec, ready, nil
+}
+
+// TestArgoRolloutTarget: a Rollout, run by Argo Rollouts' real controller
+// (v1.10.1, built from the Go module proxy by hack/argo-rollouts.sh and
+// started with elasti-cluster rollouts-start), sleeps and is woken by a
+// request: Elasti scales it through its /scale subresource, and the
+// controller scales its ReplicaSet to 0 and back. The held request is
+// answered by the Rollout's pod.
+func TestArgoRolloutTarget(t *testing.T) {
+	e := Get(t)
+	if os.Getenv(cluster.RolloutsDirEnv) == "" {
+		t.Fatalf("%s is not set: `make test-e2e` sets it (hack/argo-rollouts.sh builds the controller); by hand: export %s=$(hack/argo-rollouts.sh)", cluster.RolloutsDirEnv, cluster.RolloutsDirEnv)
+	}
+	if err := e.ClusterCLI("rollouts-start"); err != nil {
+		t.Fatalf("start Argo Rollouts: %v", err)
+	}
+	e.InstallElasti(t)
+	ns := e.NewNamespace(t)
+	d := DemoAppDeployment(ns, "demoapp", 1)
+	template, err := runtime.DefaultUnstructuredConverter.ToUnstructured(&d.Spec.Template)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ro := &unstructured.Unstructured{Object: map[string]any{
+		"metadata": map[string]any{"name": "demoapp", "namespace": ns},
+		"spec": map[string]any{
+			"replicas": int64(1),
+			"selector": map[string]any{"matchLabels": map[string]any{"app": "demoapp"}},
+			"template": template,
+			// A canary without steps: a new template goes all the way at
+			// once; scaling keeps the one ReplicaSet.
+			"strategy": map[string]any{"canary": map[string]any{}},
+		},
+	}}
+	ro.SetGroupVersionKind(rolloutGVK)
+	svc := DemoAppService(ns, "demoapp")
+	e.Create(t, ro, svc)
+	e.WaitReadyEndpoints(t, ns, "demoapp", 1, 2*time.Minute)
+	es := e.ElastiServiceFor(ns, "demoapp", IdleQuery)
+	es.Spec.ScaleTargetRef = elastiv1alpha1.ScaleTargetRef{APIVersion: "argoproj.io/v1alpha1", Kind: "Rollout", Name: "demoapp"}
+	e.Create(t, es)
+
+	// Asleep: proxy mode and slice, the Rollout at 0 with no ready pod, its
+	// endpoints gone and kube-proxy caught up.
+	Eventually(t, 2*time.Minute, 200*time.Millisecond, func(ctx context.Context) error {
+		es, err := e.GetElastiService(ctx, ns, "demoapp")
+		if err != nil {
+			return err
+		}
+		if es.Status.Mode != elastiv1alpha1.ModeProxy {
+			return fmt.Errorf("mode %q, want proxy (conditions %s)", es.Status.Mode, conditions(es))
+		}
+		slices, err := e.ProxySlices(ctx, ns, "demoapp")
+		if err != nil {
+			return err
+		}
+		if len(slices) != 1 || readyIn(slices[0]) == 0 {
+			return fmt.Errorf("%d proxy slices, want 1 with ready resolvers", len(slices))
+		}
+		spec, ready, err := e.rollout(ctx, ns, "demoapp")
+		if err != nil {
+			return err
+		}
+		if spec != 0 || ready != 0 {
+			return fmt.Errorf("rollout at %d replicas, %d ready; want 0", spec, ready)
+		}
+		left, err := e.ownEndpoints(ctx, ns, "demoapp")
+		if err != nil {
+			return err
+		}
+		if left > 0 {
+			return fmt.Errorf("service still lists %d endpoints of its own pods", left)
+		}
+		return e.kubeProxyConverged(ctx, ns, "demoapp")
+	})
+	e.SetQuery(t, ns, "demoapp", BusyQuery)
+
+	start := time.Now()
+	ctx, cancel := context.WithTimeout(context.Background(), wakeTimeout)
+	defer cancel()
+	body, err := GetWith(ctx, e.LongHTTPClient(), httpURL(svc.Spec.ClusterIP, DemoHTTPPort), "")
+	if err != nil {
+		t.Fatalf("request at zero: %v", err)
+	}
+	if !strings.HasPrefix(body, "hello from demoapp-") {
+		t.Errorf("body %q, want the Rollout's pod", body)
+	}
+	t.Logf("Rollout woken and answered in %s", time.Since(start).Round(time.Millisecond))
+	e.WaitAwake(t, ns, "demoapp", time.Minute)
+	if spec, ready, err := e.rollout(context.Background(), ns, "demoapp"); err != nil || spec != 1 || ready != 1 {
+		t.Errorf("rollout after the wake: %d replicas, %d ready (%v), want 1 and 1", spec, ready, err)
+	}
+}
