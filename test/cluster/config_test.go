@@ -112,18 +112,7 @@ func TestPKI(t *testing.T) {
 	if err := c.writePKI(); err != nil {
 		t.Fatal(err)
 	}
-	read := func(name string) *x509.Certificate {
-		data, err := os.ReadFile(filepath.Join(c.pkiDir(), name))
-		if err != nil {
-			t.Fatal(err)
-		}
-		b, _ := pem.Decode(data)
-		cert, err := x509.ParseCertificate(b.Bytes)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return cert
-	}
+	read := func(name string) *x509.Certificate { return readCert(t, c.pkiDir(), name) }
 	pool := x509.NewCertPool()
 	pool.AddCert(read("ca.crt"))
 	api := read("apiserver.crt")
@@ -143,4 +132,22 @@ func TestPKI(t *testing.T) {
 	if !read("apiserver.crt").Equal(api) {
 		t.Error("writePKI replaced an existing certificate")
 	}
+}
+
+// readCert parses the PEM certificate dir/name.
+func readCert(t *testing.T, dir, name string) *x509.Certificate {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join(dir, name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := pem.Decode(data)
+	if b == nil {
+		t.Fatalf("%s: not PEM", name)
+	}
+	cert, err := x509.ParseCertificate(b.Bytes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cert
 }

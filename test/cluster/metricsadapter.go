@@ -62,15 +62,23 @@ externalRules:
 }
 
 // metricsAdapterManifest registers the adapter with the API aggregation
-// layer, trusting its certificate through the cluster's CA.
+// layer.
 func (c Config) metricsAdapterManifest() (string, error) {
+	return c.aggregatedAPIManifest("elasti-metrics-adapter", MetricsAdapterPort, "external.metrics.k8s.io")
+}
+
+// aggregatedAPIManifest registers a server that listens on the first node's
+// address at port as the aggregated API group/v1beta1, through a Service
+// kube-system/<name> whose EndpointSlice points there, trusting its
+// certificate through the cluster's CA.
+func (c Config) aggregatedAPIManifest(name string, port int, group string) (string, error) {
 	ca, err := os.ReadFile(filepath.Join(c.pkiDir(), "ca.crt"))
 	if err != nil {
 		return "", err
 	}
 	return fmt.Sprintf(`apiVersion: v1
 kind: Service
-metadata: {name: elasti-metrics-adapter, namespace: kube-system}
+metadata: {name: %[4]s, namespace: kube-system}
 spec:
   ports:
   - {name: https, port: 443, targetPort: %[1]d, protocol: TCP}
@@ -78,9 +86,9 @@ spec:
 apiVersion: discovery.k8s.io/v1
 kind: EndpointSlice
 metadata:
-  name: elasti-metrics-adapter
+  name: %[4]s
   namespace: kube-system
-  labels: {kubernetes.io/service-name: elasti-metrics-adapter}
+  labels: {kubernetes.io/service-name: %[4]s}
 addressType: IPv4
 ports:
 - {name: https, port: %[1]d, protocol: TCP}
@@ -90,15 +98,15 @@ endpoints:
 ---
 apiVersion: apiregistration.k8s.io/v1
 kind: APIService
-metadata: {name: v1beta1.external.metrics.k8s.io}
+metadata: {name: v1beta1.%[5]s}
 spec:
-  group: external.metrics.k8s.io
+  group: %[5]s
   version: v1beta1
-  service: {name: elasti-metrics-adapter, namespace: kube-system, port: 443}
+  service: {name: %[4]s, namespace: kube-system, port: 443}
   caBundle: %[3]s
   groupPriorityMinimum: 100
   versionPriority: 100
-`, MetricsAdapterPort, c.NodeIP, base64.StdEncoding.EncodeToString(ca)), nil
+`, port, c.NodeIP, base64.StdEncoding.EncodeToString(ca), name, group), nil
 }
 
 // startMetricsAdapter starts the adapter, registers it and waits until the

@@ -2,9 +2,7 @@ package cluster
 
 import (
 	"context"
-	"encoding/base64"
 	"fmt"
-	"os"
 	"path/filepath"
 	"time"
 )
@@ -41,46 +39,6 @@ func (c Config) metricsServerComponent() component {
 	}}
 }
 
-// metricsServerManifest registers metrics-server with the API aggregation
-// layer, trusting its certificate through the cluster's CA.
-func (c Config) metricsServerManifest() (string, error) {
-	ca, err := os.ReadFile(filepath.Join(c.pkiDir(), "ca.crt"))
-	if err != nil {
-		return "", err
-	}
-	return fmt.Sprintf(`apiVersion: v1
-kind: Service
-metadata: {name: elasti-metrics-server, namespace: kube-system}
-spec:
-  ports:
-  - {name: https, port: 443, targetPort: %[1]d, protocol: TCP}
----
-apiVersion: discovery.k8s.io/v1
-kind: EndpointSlice
-metadata:
-  name: elasti-metrics-server
-  namespace: kube-system
-  labels: {kubernetes.io/service-name: elasti-metrics-server}
-addressType: IPv4
-ports:
-- {name: https, port: %[1]d, protocol: TCP}
-endpoints:
-- addresses: [%[2]s]
-  conditions: {ready: true}
----
-apiVersion: apiregistration.k8s.io/v1
-kind: APIService
-metadata: {name: v1beta1.metrics.k8s.io}
-spec:
-  group: metrics.k8s.io
-  version: v1beta1
-  service: {name: elasti-metrics-server, namespace: kube-system, port: 443}
-  caBundle: %[3]s
-  groupPriorityMinimum: 100
-  versionPriority: 100
-`, MetricsServerPort, c.NodeIP, base64.StdEncoding.EncodeToString(ca)), nil
-}
-
 // startMetricsServer starts metrics-server, registers it and waits until the
 // API server serves metrics.k8s.io through it. The metrics themselves follow
 // with its first scrape, 10 s later.
@@ -88,7 +46,7 @@ func (c Config) startMetricsServer(ctx context.Context) error {
 	if err := c.spawn(c.metricsServerComponent()); err != nil {
 		return err
 	}
-	manifest, err := c.metricsServerManifest()
+	manifest, err := c.aggregatedAPIManifest("elasti-metrics-server", MetricsServerPort, "metrics.k8s.io")
 	if err != nil {
 		return err
 	}

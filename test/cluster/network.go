@@ -80,24 +80,7 @@ func (c Config) setupNetwork(ctx context.Context) error {
 	if err := writeSysctl(filepath.Join("net/ipv6/conf", c.HostLink, "disable_ipv6"), "1"); err != nil {
 		return err
 	}
-	// Inside the namespace: forwarding between the link and the pods' bridge,
-	// bridged pod traffic through iptables (kube-proxy needs it), no IPv6.
-	// All of these are per-namespace and vanish with it.
-	err := inNetNS(c.NetNSPath(), func() error {
-		for key, val := range map[string]string{
-			"net/ipv4/ip_forward":                 "1",
-			"net/ipv6/conf/all/disable_ipv6":      "1",
-			"net/ipv6/conf/default/disable_ipv6":  "1",
-			"net/bridge/bridge-nf-call-iptables":  "1",
-			"net/bridge/bridge-nf-call-ip6tables": "1",
-		} {
-			if err := writeSysctl(key, val); err != nil && !errors.Is(err, os.ErrNotExist) {
-				return err
-			}
-		}
-		return nil
-	})
-	if err != nil {
+	if err := setNodeSysctls(c.NetNSPath()); err != nil {
 		return err
 	}
 	steps = [][]string{
@@ -123,6 +106,27 @@ func (c Config) setupNetwork(ctx context.Context) error {
 		}
 	}
 	return c.installGuards(ctx)
+}
+
+// setNodeSysctls sets, in the node namespace at path: forwarding between its
+// links and the pods' bridge, bridged pod traffic through iptables
+// (kube-proxy needs it), no IPv6. All of these are per-namespace and vanish
+// with it.
+func setNodeSysctls(path string) error {
+	return inNetNS(path, func() error {
+		for key, val := range map[string]string{
+			"net/ipv4/ip_forward":                 "1",
+			"net/ipv6/conf/all/disable_ipv6":      "1",
+			"net/ipv6/conf/default/disable_ipv6":  "1",
+			"net/bridge/bridge-nf-call-iptables":  "1",
+			"net/bridge/bridge-nf-call-ip6tables": "1",
+		} {
+			if err := writeSysctl(key, val); err != nil && !errors.Is(err, os.ErrNotExist) {
+				return err
+			}
+		}
+		return nil
+	})
 }
 
 // installGuards adds two nftables tables. On the host: never forward

@@ -175,21 +175,7 @@ func (c Config) setupWorkerNetwork(ctx context.Context, w Config) error {
 	if err := run(ctx, "ip", "netns", "add", w.NetNS); err != nil {
 		return err
 	}
-	err := inNetNS(w.NetNSPath(), func() error {
-		for key, val := range map[string]string{
-			"net/ipv4/ip_forward":                 "1",
-			"net/ipv6/conf/all/disable_ipv6":      "1",
-			"net/ipv6/conf/default/disable_ipv6":  "1",
-			"net/bridge/bridge-nf-call-iptables":  "1",
-			"net/bridge/bridge-nf-call-ip6tables": "1",
-		} {
-			if err := writeSysctl(key, val); err != nil && !os.IsNotExist(err) {
-				return err
-			}
-		}
-		return nil
-	})
-	if err != nil {
+	if err := setNodeSysctls(w.NetNSPath()); err != nil {
 		return err
 	}
 	first, ns := c.NetNS, w.NetNS

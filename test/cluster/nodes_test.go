@@ -2,9 +2,7 @@ package cluster
 
 import (
 	"crypto/x509"
-	"encoding/pem"
 	"net/netip"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -62,18 +60,7 @@ func TestWorkerPKI(t *testing.T) {
 	if err := c.writeWorkerPKI(w); err != nil {
 		t.Fatal(err)
 	}
-	read := func(dir, name string) *x509.Certificate {
-		data, err := os.ReadFile(filepath.Join(dir, name))
-		if err != nil {
-			t.Fatal(err)
-		}
-		b, _ := pem.Decode(data)
-		cert, err := x509.ParseCertificate(b.Bytes)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return cert
-	}
+	read := func(dir, name string) *x509.Certificate { return readCert(t, dir, name) }
 	pool := x509.NewCertPool()
 	pool.AddCert(read(c.pkiDir(), "ca.crt"))
 	kubelet := read(w.pkiDir(), "kubelet.crt")

@@ -6,7 +6,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"strings"
 	"testing"
 	"time"
 
@@ -75,51 +74,14 @@ func TestArgoRolloutTarget(t *testing.T) {
 
 	// Asleep: proxy mode and slice, the Rollout at 0 with no ready pod, its
 	// endpoints gone and kube-proxy caught up.
-	Eventually(t, 2*time.Minute, 200*time.Millisecond, func(ctx context.Context) error {
-		es, err := e.GetElastiService(ctx, ns, "demoapp")
-		if err != nil {
-			return err
-		}
-		if es.Status.Mode != elastiv1alpha1.ModeProxy {
-			return fmt.Errorf("mode %q, want proxy (conditions %s)", es.Status.Mode, conditions(es))
-		}
-		slices, err := e.ProxySlices(ctx, ns, "demoapp")
-		if err != nil {
-			return err
-		}
-		if len(slices) != 1 || readyIn(slices[0]) == 0 {
-			return fmt.Errorf("%d proxy slices, want 1 with ready resolvers", len(slices))
-		}
+	e.waitAsleepAt(t, ns, "demoapp", func(ctx context.Context) (string, error) {
 		spec, ready, err := e.rollout(ctx, ns, "demoapp")
-		if err != nil {
-			return err
+		if err == nil && (spec != 0 || ready != 0) {
+			return fmt.Sprintf("rollout at %d replicas, %d ready", spec, ready), nil
 		}
-		if spec != 0 || ready != 0 {
-			return fmt.Errorf("rollout at %d replicas, %d ready; want 0", spec, ready)
-		}
-		left, err := e.ownEndpoints(ctx, ns, "demoapp")
-		if err != nil {
-			return err
-		}
-		if left > 0 {
-			return fmt.Errorf("service still lists %d endpoints of its own pods", left)
-		}
-		return e.kubeProxyConverged(ctx, ns, "demoapp")
+		return "", err
 	})
-	e.SetQuery(t, ns, "demoapp", BusyQuery)
-
-	start := time.Now()
-	ctx, cancel := context.WithTimeout(context.Background(), wakeTimeout)
-	defer cancel()
-	body, err := GetWith(ctx, e.LongHTTPClient(), httpURL(svc.Spec.ClusterIP, DemoHTTPPort), "")
-	if err != nil {
-		t.Fatalf("request at zero: %v", err)
-	}
-	if !strings.HasPrefix(body, "hello from demoapp-") {
-		t.Errorf("body %q, want the Rollout's pod", body)
-	}
-	t.Logf("Rollout woken and answered in %s", time.Since(start).Round(time.Millisecond))
-	e.WaitAwake(t, ns, "demoapp", time.Minute)
+	e.wakeWithRequest(t, ns, svc.Spec.ClusterIP, "Rollout", "hello from demoapp-")
 	if spec, ready, err := e.rollout(context.Background(), ns, "demoapp"); err != nil || spec != 1 || ready != 1 {
 		t.Errorf("rollout after the wake: %d replicas, %d ready (%v), want 1 and 1", spec, ready, err)
 	}

@@ -28,6 +28,65 @@ func (e *Env) statefulSetReplicas(ctx context.Context, ns, name string) (int32, 
 	return s.Spec.Replicas, nil
 }
 
+// waitAsleepAt waits until ElastiService name is asleep by a target that
+// Asleep cannot read: proxy mode and one proxy slice with ready resolvers,
+// none of the Service's own endpoints left, kube-proxy caught up, and the
+// target at zero, which notAtZero checks (it says why not, or "").
+func (e *Env) waitAsleepAt(t *testing.T, ns, name string, notAtZero func(ctx context.Context) (string, error)) {
+	t.Helper()
+	Eventually(t, 2*time.Minute, 200*time.Millisecond, func(ctx context.Context) error {
+		es, err := e.GetElastiService(ctx, ns, name)
+		if err != nil {
+			return err
+		}
+		if es.Status.Mode != elastiv1alpha1.ModeProxy {
+			return fmt.Errorf("mode %q, want proxy (conditions %s)", es.Status.Mode, conditions(es))
+		}
+		slices, err := e.ProxySlices(ctx, ns, es.Spec.Service)
+		if err != nil {
+			return err
+		}
+		if len(slices) != 1 || readyIn(slices[0]) == 0 {
+			return fmt.Errorf("%d proxy slices, want 1 with ready resolvers", len(slices))
+		}
+		why, err := notAtZero(ctx)
+		if err != nil {
+			return err
+		}
+		if why != "" {
+			return fmt.Errorf("%s, want 0", why)
+		}
+		left, err := e.ownEndpoints(ctx, ns, es.Spec.Service)
+		if err != nil {
+			return err
+		}
+		if left > 0 {
+			return fmt.Errorf("service still lists %d endpoints of its own pods", left)
+		}
+		return e.kubeProxyConverged(ctx, ns, es.Spec.Service)
+	})
+}
+
+// wakeWithRequest makes the trigger busy, wakes the sleeping demoapp of ns
+// (a kind of target) with a GET to its ClusterIP, which the answer from the
+// pod must begin with wantBody, and waits until it is awake.
+func (e *Env) wakeWithRequest(t *testing.T, ns, clusterIP, kind, wantBody string) {
+	t.Helper()
+	e.SetQuery(t, ns, "demoapp", BusyQuery)
+	start := time.Now()
+	ctx, cancel := context.WithTimeout(context.Background(), wakeTimeout)
+	defer cancel()
+	body, err := GetWith(ctx, e.LongHTTPClient(), httpURL(clusterIP, DemoHTTPPort), "")
+	if err != nil {
+		t.Fatalf("request at zero: %v", err)
+	}
+	if !strings.HasPrefix(body, wantBody) {
+		t.Errorf("body %q, want one beginning %q", body, wantBody)
+	}
+	t.Logf("%s woken and answered in %s", kind, time.Since(start).Round(time.Millisecond))
+	e.WaitAwake(t, ns, "demoapp", time.Minute)
+}
+
 // TestStatefulSetTarget: a StatefulSet sleeps and is woken by a request.
 func TestStatefulSetTarget(t *testing.T) {
 	e := Get(t)
@@ -53,51 +112,14 @@ func TestStatefulSetTarget(t *testing.T) {
 
 	// Asleep: proxy mode and slice, the StatefulSet at 0, its pod gone and
 	// kube-proxy caught up.
-	Eventually(t, 2*time.Minute, 200*time.Millisecond, func(ctx context.Context) error {
-		es, err := e.GetElastiService(ctx, ns, "demoapp")
-		if err != nil {
-			return err
-		}
-		if es.Status.Mode != elastiv1alpha1.ModeProxy {
-			return fmt.Errorf("mode %q, want proxy (conditions %s)", es.Status.Mode, conditions(es))
-		}
-		slices, err := e.ProxySlices(ctx, ns, "demoapp")
-		if err != nil {
-			return err
-		}
-		if len(slices) != 1 || readyIn(slices[0]) == 0 {
-			return fmt.Errorf("%d proxy slices, want 1 with ready resolvers", len(slices))
-		}
+	e.waitAsleepAt(t, ns, "demoapp", func(ctx context.Context) (string, error) {
 		n, err := e.statefulSetReplicas(ctx, ns, "demoapp")
-		if err != nil {
-			return err
+		if err == nil && n != 0 {
+			return fmt.Sprintf("statefulset at %d replicas", n), nil
 		}
-		if n != 0 {
-			return fmt.Errorf("statefulset at %d replicas, want 0", n)
-		}
-		left, err := e.ownEndpoints(ctx, ns, "demoapp")
-		if err != nil {
-			return err
-		}
-		if left > 0 {
-			return fmt.Errorf("service still lists %d endpoints of its own pods", left)
-		}
-		return e.kubeProxyConverged(ctx, ns, "demoapp")
+		return "", err
 	})
-	e.SetQuery(t, ns, "demoapp", BusyQuery)
-
-	start := time.Now()
-	ctx, cancel := context.WithTimeout(context.Background(), wakeTimeout)
-	defer cancel()
-	body, err := GetWith(ctx, e.LongHTTPClient(), httpURL(svc.Spec.ClusterIP, DemoHTTPPort), "")
-	if err != nil {
-		t.Fatalf("request at zero: %v", err)
-	}
-	if !strings.HasPrefix(body, "hello from demoapp-0") {
-		t.Errorf("body %q, want the StatefulSet's pod demoapp-0", body)
-	}
-	t.Logf("StatefulSet woken and answered in %s", time.Since(start).Round(time.Millisecond))
-	e.WaitAwake(t, ns, "demoapp", time.Minute)
+	e.wakeWithRequest(t, ns, svc.Spec.ClusterIP, "StatefulSet", "hello from demoapp-0")
 	if n, err := e.statefulSetReplicas(context.Background(), ns, "demoapp"); err != nil || n != 1 {
 		t.Errorf("statefulset at %d replicas after the wake (err %v), want 1", n, err)
 	}
