@@ -384,6 +384,84 @@ func TestMultiNodeSleepCancelledFromOtherNode(t *testing.T) {
 	e.WaitAsleep(t, ns, "demoapp", 2*time.Minute)
 }
 
+// TestMultiNodeResolversMoveWhileHolding: the resolvers move from one node
+// to the other while they hold requests. The target sleeps on the first
+// node, with the resolvers, and boots in 8 s: less than what a draining
+// resolver gives held requests in the tests' install (3 s of drain period
+// and 10 s of drain timeout; 15 s and 60 s by default), after which it
+// answers 503. Clients on the second node
+// start a GET on a new connection every 200 ms (each waits up to 90 s), so
+// the first ones wake the target and are held through its boot; 2 s in, the
+// resolver Deployment is moved to the second node (a rolling update: new
+// pods there, the old ones drained). Until the second node's kube-proxy has
+// the new proxy endpoints it still sends new connections to the old
+// resolvers, which keep serving through their drain; requests held there
+// are answered when the target is up. Every GET must be answered by the
+// target.
+func TestMultiNodeResolversMoveWhileHolding(t *testing.T) {
+	e := Get(t)
+	first, second := twoNodes(t, e)
+	pinResolvers(t, e, first.NodeName)
+	ns, ip := sleepyDemoApp(t, e, idle, onNode(first.NodeName), withEnv("STARTUP_DELAY", "8s"))
+	e.WaitAsleep(t, ns, "demoapp", 2*time.Minute)
+	e.SetQuery(t, ns, "demoapp", BusyQuery)
+	url := httpURL(ip, DemoHTTPPort)
+	hc := e.from(second).HTTPClient()
+	hc.Timeout = 90 * time.Second
+
+	type result struct {
+		at   time.Time
+		took time.Duration
+		err  error
+	}
+	results := make(chan result, 200)
+	var wg sync.WaitGroup
+	stop := make(chan struct{})
+	go func() {
+		tick := time.NewTicker(200 * time.Millisecond)
+		defer tick.Stop()
+		// Bounded: at most 200 requests.
+		for range 200 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				start := time.Now()
+				body, err := GetWith(context.Background(), hc, url, "")
+				if err == nil && !strings.HasPrefix(body, "hello from ") {
+					err = fmt.Errorf("body %q", body)
+				}
+				results <- result{start, time.Since(start), err}
+			}()
+			select {
+			case <-stop:
+				return
+			case <-tick.C:
+			}
+		}
+	}()
+	time.Sleep(2 * time.Second)
+	moved := time.Now()
+	setResolverNodeSelector(t, e, map[string]string{hostnameLabel: second.NodeName})
+	t.Logf("resolvers moved to %s in %s", second.NodeName, time.Since(moved).Round(100*time.Millisecond))
+	time.Sleep(5 * time.Second)
+	close(stop)
+	wg.Wait()
+	close(results)
+	n, slowest := 0, time.Duration(0)
+	for r := range results {
+		n++
+		slowest = max(slowest, r.took)
+		if r.err != nil {
+			t.Errorf("GET from %s sent at %s (%s after the move began): after %s: %v", second.NodeName,
+				r.at.Format("15:04:05.000"), r.at.Sub(moved).Round(time.Millisecond), r.took.Round(time.Millisecond), r.err)
+		}
+	}
+	t.Logf("%d GETs from %s, the slowest answered after %s", n, second.NodeName, slowest.Round(time.Millisecond))
+	if nodes, err := podNodes(context.Background(), e, ElastiNamespace, map[string]string{"app.kubernetes.io/component": "resolver"}); err != nil || strings.Count(strings.Join(nodes, " "), second.NodeName) != len(nodes) {
+		t.Errorf("the resolvers run on %v (%v), want all on %s", nodes, err, second.NodeName)
+	}
+}
+
 // The tests below stop the second node: they come last in this file, and
 // each starts the node again before it ends.
 
