@@ -55,6 +55,13 @@ func (p *releasePacer) wait(ctx context.Context, key types.NamespacedName) (done
 		p.leave(key, pc)
 		return nil, false
 	}
+	// A turn that came free as the client left may win the select: the
+	// client is gone all the same, and the turn goes to the next one.
+	if ctx.Err() != nil {
+		<-pc.turns
+		p.leave(key, pc)
+		return nil, false
+	}
 	var once sync.Once
 	end := func() {
 		once.Do(func() {
@@ -77,6 +84,16 @@ func (p *releasePacer) leave(key types.NamespacedName, pc *pace) {
 	if pc.users--; pc.users == 0 {
 		delete(p.paces, key)
 	}
+}
+
+// users is how many requests wait for or hold a turn of key's target now.
+func (p *releasePacer) users(key types.NamespacedName) int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if pc := p.paces[key]; pc != nil {
+		return pc.users
+	}
+	return 0
 }
 
 // size is how many ElastiServices have a pace now.

@@ -9,6 +9,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"k8s.io/apimachinery/pkg/types"
 )
 
 // gateUpstream answers each request only once the test lets it through,
@@ -122,6 +124,7 @@ func TestSlowAnswerGivesUpItsTurn(t *testing.T) {
 
 // A client that gives up while waiting for its turn is never forwarded.
 func TestClientGoneWhileWaitingItsTurnIsNeverForwarded(t *testing.T) {
+	web := types.NamespacedName{Namespace: "ns", Name: "web"}
 	h := newHarness(t, 1, func(o *Options) { o.ReleaseConcurrency, o.ReleaseTurn = 1, time.Minute })
 	up := newGateUpstream(t, func(path string) bool { return path == "/probe" })
 	h.mapPort("web", "websvc", nil, h.proxyPort(0, "http", ""))
@@ -141,10 +144,15 @@ func TestClientGoneWhileWaitingItsTurnIsNeverForwarded(t *testing.T) {
 	h.eventually("the second request is held", func() bool { return h.held("web") == 1 })
 	h.ready("websvc", "websvc-abc", "http", up.addr())
 	h.eventually("the second request leaves the hold", func() bool { return h.held("web") == 0 })
+	h.eventually("the second request waits for its turn", func() bool { return h.r.pacer.users(web) == 2 })
 	cancel()
 	if r := <-gone; r.err == nil {
 		t.Fatalf("the cancelled request got an answer: %+v", r)
 	}
+	// The resolver learns of the departure from the connection's close,
+	// a moment after the client has given up; a turn that frees in that
+	// moment could still go to the request. The test frees it after.
+	h.eventually("the resolver sees the second client leave", func() bool { return h.r.pacer.users(web) == 1 })
 	up.gate <- struct{}{}
 	if r := <-first; r.err != nil || r.status != http.StatusOK {
 		t.Fatalf("first request: status %d err %v", r.status, r.err)
