@@ -143,32 +143,25 @@ build_kube_router() {
     bash -c 'cd "$1" && go build -mod=mod -trimpath -ldflags "-s -w" -o "$2/kube-router" github.com/cloudnativelabs/kube-router/cmd/kube-router' _ "$d" "$OUT"
 }
 
-build_prometheus_adapter() {
-  [[ -x "$OUT/prometheus-adapter" && -f "$STAMP" ]] && grep -q "prometheus-adapter=$PROMETHEUS_ADAPTER_VERSION" "$STAMP" && return 0
-  local d="$work/prometheus-adapter"
+# build_tool NAME VERSION MODULE PKG TYPICAL builds the command PKG of MODULE
+# at VERSION, as released, into $OUT/NAME, from a throwaway module that
+# requires it (its own go.mod has no replace directives that matter).
+build_tool() {
+  local name=$1 version=$2 module=$3 pkg=$4 typical=$5
+  [[ -x "$OUT/$name" && -f "$STAMP" ]] && grep -q "$name=$version" "$STAMP" && return 0
+  local d="$work/$name"
   mkdir -p "$d"
-  (cd "$d" && go mod init elasti.local/prometheus-adapter-build >/dev/null 2>&1 &&
-    go get "sigs.k8s.io/prometheus-adapter@$PROMETHEUS_ADAPTER_VERSION" >/dev/null 2>&1) ||
-    { log "could not resolve prometheus-adapter $PROMETHEUS_ADAPTER_VERSION from the module proxy"; return 1; }
-  progress "prometheus-adapter $PROMETHEUS_ADAPTER_VERSION" "about three minutes" \
-    bash -c 'cd "$1" && go build -mod=mod -trimpath -ldflags "-s -w" -o "$2/prometheus-adapter" sigs.k8s.io/prometheus-adapter/cmd/adapter' _ "$d" "$OUT"
-}
-
-build_metrics_server() {
-  [[ -x "$OUT/metrics-server" && -f "$STAMP" ]] && grep -q "metrics-server=$METRICS_SERVER_VERSION" "$STAMP" && return 0
-  local d="$work/metrics-server"
-  mkdir -p "$d"
-  (cd "$d" && go mod init elasti.local/metrics-server-build >/dev/null 2>&1 &&
-    go get "sigs.k8s.io/metrics-server@$METRICS_SERVER_VERSION" >/dev/null 2>&1) ||
-    { log "could not resolve metrics-server $METRICS_SERVER_VERSION from the module proxy"; return 1; }
-  progress "metrics-server $METRICS_SERVER_VERSION" "about three minutes" \
-    bash -c 'cd "$1" && go build -mod=mod -trimpath -ldflags "-s -w" -o "$2/metrics-server" sigs.k8s.io/metrics-server/cmd/metrics-server' _ "$d" "$OUT"
+  (cd "$d" && go mod init "elasti.local/$name-build" >/dev/null 2>&1 &&
+    go get "$module@$version" >/dev/null 2>&1) ||
+    { log "could not resolve $name $version from the module proxy"; return 1; }
+  progress "$name $version" "$typical" \
+    bash -c 'cd "$1" && go build -mod=mod -trimpath -ldflags "-s -w" -o "$2/$3" "$4"' _ "$d" "$OUT" "$name" "$pkg"
 }
 
 build_etcd
 [[ -n $ENVTEST_ONLY ]] || build_kube_router
-[[ -n $ENVTEST_ONLY ]] || build_prometheus_adapter
-[[ -n $ENVTEST_ONLY ]] || build_metrics_server
+[[ -n $ENVTEST_ONLY ]] || build_tool prometheus-adapter "$PROMETHEUS_ADAPTER_VERSION" sigs.k8s.io/prometheus-adapter sigs.k8s.io/prometheus-adapter/cmd/adapter "about three minutes"
+[[ -n $ENVTEST_ONLY ]] || build_tool metrics-server "$METRICS_SERVER_VERSION" sigs.k8s.io/metrics-server sigs.k8s.io/metrics-server/cmd/metrics-server "about two minutes"
 build_kubernetes
 [[ -n $ENVTEST_ONLY && -f "$STAMP" ]] || echo "$WANT" >"$STAMP"
 log "binaries ready in $OUT"

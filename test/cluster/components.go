@@ -23,6 +23,9 @@ const (
 // CoreDNSImage is CoreDNS packaged for the cluster, tagged with its version.
 var CoreDNSImage = "elasti/coredns:" + CoreDNSVersion
 
+// kubeRouterHealthPort is kube-router's health check, on each node's loopback.
+const kubeRouterHealthPort = 20244
+
 // dockerHubRef is how containerd names an image that kubelet calls ref.
 func dockerHubRef(ref string) string { return "docker.io/" + ref }
 
@@ -102,7 +105,7 @@ func (c Config) components() []component {
 		{name: "kube-router", bin: c.bin("kube-router"), args: []string{
 			"--kubeconfig=" + c.Kubeconfig(), "--hostname-override=" + c.NodeName,
 			"--run-firewall=true", "--run-router=false", "--run-service-proxy=false", "--enable-cni=false",
-			"--metrics-port=0", "--health-port=20244", "--iptables-sync-period=1m", "--v=1",
+			"--metrics-port=0", fmt.Sprintf("--health-port=%d", kubeRouterHealthPort), "--iptables-sync-period=1m", "--v=1",
 		}},
 		c.metricsServerComponent(),
 	}

@@ -3,7 +3,6 @@ package cluster
 import (
 	"context"
 	"fmt"
-	"net/http"
 	"net/netip"
 	"os"
 	"os/exec"
@@ -11,7 +10,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
 	"k8s.io/client-go/kubernetes"
@@ -244,10 +242,7 @@ func (w Config) startWorker(ctx context.Context, images []string, cs kubernetes.
 	if err := w.spawn(comps["containerd"]); err != nil {
 		return err
 	}
-	containerdReady := func(ctx context.Context) error {
-		return exec.CommandContext(ctx, "ctr", "--address", w.ContainerdSocket(), "version").Run()
-	}
-	if err := w.waitFor(ctx, "containerd", 2*time.Minute, containerdReady); err != nil {
+	if err := w.waitFor(ctx, "containerd", 2*time.Minute, w.containerdReady); err != nil {
 		return err
 	}
 	for _, p := range images {
@@ -267,8 +262,7 @@ func (w Config) startWorker(ctx context.Context, images []string, cs kubernetes.
 	if err := w.spawn(comps["kube-router"]); err != nil {
 		return err
 	}
-	nodeHTTP := &http.Client{Transport: &http.Transport{DialContext: w.NodeDialer().DialContext}, Timeout: 5 * time.Second}
-	return w.waitFor(ctx, "kube-router", 2*time.Minute, httpOK(nodeHTTP, "http://127.0.0.1:20244/healthz"))
+	return w.waitFor(ctx, "kube-router", 2*time.Minute, w.kubeRouterReady)
 }
 
 // workersRunning reports whether every further node's components run.
@@ -313,6 +307,15 @@ func (c Config) teardownWorkerNetworks(ctx context.Context) []error {
 	return errs
 }
 
+// existingWorker returns further node name, which must exist, and its number.
+// The first node is not one: it runs the control plane and is never stopped.
+func (c Config) existingWorker(name string) (Config, int, error) {
+	if n, ok := c.workerNumber(name); ok && fileExists(c.worker(n).NetNSPath()) {
+		return c.worker(n), n, nil
+	}
+	return Config{}, 0, fmt.Errorf("%s is not a further node of this cluster (nodes: %s); the first cannot be stopped or started", name, strings.Join(c.NodeNames(), ", "))
+}
+
 // partitionTable is the nftables table, in the first node's namespace, that
 // cuts further node n off while it is stopped.
 func partitionTable(n int) string { return fmt.Sprintf("elasti_node_%d_down", n) }
@@ -325,11 +328,10 @@ func partitionTable(n int) string { return fmt.Sprintf("elasti_node_%d_down", n)
 // the node controller notices. The first node runs the control plane and
 // cannot be stopped.
 func (c Config) StopNode(ctx context.Context, name string) error {
-	n, ok := c.workerNumber(name)
-	if !ok || !fileExists(c.worker(n).NetNSPath()) {
-		return fmt.Errorf("%s is not a further node of this cluster (nodes: %s); the first cannot be stopped", name, strings.Join(c.NodeNames(), ", "))
+	w, n, err := c.existingWorker(name)
+	if err != nil {
+		return err
 	}
-	w := c.worker(n)
 	partition := fmt.Sprintf(`table inet %[1]s {
 	chain input {
 		type filter hook input priority -20; policy accept;
@@ -349,13 +351,7 @@ func (c Config) StopNode(ctx context.Context, name string) error {
 	if err := nftApply(ctx, c.NetNS, partition); err != nil {
 		return fmt.Errorf("cut %s off: %w", name, err)
 	}
-	comps := w.workerComponents()
-	slices.Reverse(comps)
-	for _, comp := range comps {
-		if pid, ok := w.runningPID(comp.name); ok {
-			_ = syscall.Kill(pid, syscall.SIGKILL)
-		}
-	}
+	// The node's components run in its cgroup too.
 	return w.killCgroupProcesses(30 * time.Second)
 }
 
@@ -363,11 +359,10 @@ func (c Config) StopNode(ctx context.Context, name string) error {
 // and its components start as at Up (its containers come back as the
 // kubelet restarts its pods). It returns once the node is Ready.
 func (c Config) StartNode(ctx context.Context, name string, logf Logf) error {
-	n, ok := c.workerNumber(name)
-	if !ok || !fileExists(c.worker(n).NetNSPath()) {
-		return fmt.Errorf("%s is not a further node of this cluster (nodes: %s)", name, strings.Join(c.NodeNames(), ", "))
+	w, n, err := c.existingWorker(name)
+	if err != nil {
+		return err
 	}
-	w := c.worker(n)
 	if exec.CommandContext(ctx, "ip", "netns", "exec", c.NetNS, "nft", "list", "table", "inet", partitionTable(n)).Run() == nil {
 		if err := run(ctx, "ip", "netns", "exec", c.NetNS, "nft", "delete", "table", "inet", partitionTable(n)); err != nil {
 			return err

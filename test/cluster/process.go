@@ -56,21 +56,31 @@ func (c Config) spawn(comp component) error {
 	return cmd.Process.Release()
 }
 
-// procStartTime is field 22 of /proc/<pid>/stat: with the PID it names one
-// process, even after the PID is reused.
-func procStartTime(pid int) (uint64, error) {
+// procStat returns the fields of /proc/<pid>/stat after the command name:
+// the state first (field 3).
+func procStat(pid int) ([]string, error) {
 	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
 	if err != nil {
-		return 0, err
+		return nil, err
 	}
 	s := string(data)
 	i := strings.LastIndexByte(s, ')')
 	if i < 0 {
-		return 0, fmt.Errorf("parse /proc/%d/stat", pid)
+		return nil, fmt.Errorf("parse /proc/%d/stat", pid)
 	}
 	fields := strings.Fields(s[i+1:])
 	if len(fields) < 20 {
-		return 0, fmt.Errorf("parse /proc/%d/stat", pid)
+		return nil, fmt.Errorf("parse /proc/%d/stat", pid)
+	}
+	return fields, nil
+}
+
+// procStartTime is field 22 of /proc/<pid>/stat: with the PID it names one
+// process, even after the PID is reused.
+func procStartTime(pid int) (uint64, error) {
+	fields, err := procStat(pid)
+	if err != nil {
+		return 0, err
 	}
 	if fields[0] == "Z" {
 		return 0, fmt.Errorf("process %d is a zombie", pid)
@@ -81,13 +91,8 @@ func procStartTime(pid int) (uint64, error) {
 // isZombie reports whether pid has exited and waits for its parent to reap
 // it.
 func isZombie(pid int) bool {
-	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return false
-	}
-	s := string(data)
-	i := strings.LastIndexByte(s, ')')
-	return i >= 0 && strings.HasPrefix(strings.TrimSpace(s[i+1:]), "Z")
+	fields, err := procStat(pid)
+	return err == nil && fields[0] == "Z"
 }
 
 // runningPID returns the recorded PID of component name if that very process

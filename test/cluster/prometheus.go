@@ -3,7 +3,6 @@ package cluster
 import (
 	"context"
 	"fmt"
-	"net/http"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -95,7 +94,7 @@ func (c Config) StartPrometheus(ctx context.Context, logf Logf) error {
 		return err
 	}
 	comps := c.addons()
-	nodeHTTP := &http.Client{Transport: &http.Transport{DialContext: c.NodeDialer().DialContext}, Timeout: 5 * time.Second}
+	nodeHTTP := c.nodeHTTPClient()
 	if _, ok := c.runningPID(PrometheusSDComponent); !ok {
 		if err := c.spawn(comps[0]); err != nil {
 			return err

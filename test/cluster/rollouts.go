@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/http"
 	"os"
 	"path/filepath"
 	"time"
@@ -58,7 +57,7 @@ func (c Config) StartRollouts(ctx context.Context, logf Logf) error {
 	if err := c.spawn(c.rolloutsComponent(dir)); err != nil {
 		return err
 	}
-	nodeHTTP := &http.Client{Transport: &http.Transport{DialContext: c.NodeDialer().DialContext}, Timeout: 5 * time.Second}
+	nodeHTTP := c.nodeHTTPClient()
 	if err := c.waitFor(ctx, RolloutsComponent, 2*time.Minute, httpOK(nodeHTTP, fmt.Sprintf("http://127.0.0.1:%d/healthz", rolloutsHealthPort))); err != nil {
 		return err
 	}

@@ -154,7 +154,7 @@ func (c Config) Up(ctx context.Context, logf Logf) error {
 		logf("%s ready (%s)", name, time.Since(start).Round(time.Millisecond))
 		return nil
 	}
-	nodeHTTP := &http.Client{Transport: &http.Transport{DialContext: c.NodeDialer().DialContext}, Timeout: 5 * time.Second}
+	nodeHTTP := c.nodeHTTPClient()
 	if err := startAndWait("etcd", httpOK(nodeHTTP, "http://127.0.0.1:2379/health")); err != nil {
 		return err
 	}
@@ -174,10 +174,7 @@ func (c Config) Up(ctx context.Context, logf Logf) error {
 			return err
 		}
 	}
-	containerdReady := func(ctx context.Context) error {
-		return exec.CommandContext(ctx, "ctr", "--address", c.ContainerdSocket(), "version").Run()
-	}
-	if err := startAndWait("containerd", containerdReady); err != nil {
+	if err := startAndWait("containerd", c.containerdReady); err != nil {
 		return err
 	}
 	c.linkContainerdSocket(logf)
@@ -197,7 +194,7 @@ func (c Config) Up(ctx context.Context, logf Logf) error {
 	}
 	logf("node %s Ready (%s)", c.NodeName, time.Since(start).Round(time.Millisecond))
 	// kube-router looks its node up when it starts.
-	if err := startAndWait("kube-router", httpOK(nodeHTTP, "http://127.0.0.1:20244/healthz")); err != nil {
+	if err := startAndWait("kube-router", c.kubeRouterReady); err != nil {
 		return err
 	}
 	if _, err := c.Kubectl(ctx, c.corednsManifest(), "apply", "-f", "-"); err != nil {
@@ -225,6 +222,17 @@ func (c Config) Up(ctx context.Context, logf Logf) error {
 	return nil
 }
 
+// containerdReady answers once this node's containerd serves its socket.
+func (c Config) containerdReady(ctx context.Context) error {
+	return exec.CommandContext(ctx, "ctr", "--address", c.ContainerdSocket(), "version").Run()
+}
+
+// kubeRouterReady answers once this node's network policy controller
+// answers its health check.
+func (c Config) kubeRouterReady(ctx context.Context) error {
+	return httpOK(c.nodeHTTPClient(), fmt.Sprintf("http://127.0.0.1:%d/healthz", kubeRouterHealthPort))(ctx)
+}
+
 // Clientset returns a client for the admin kubeconfig.
 func (c Config) Clientset() (*kubernetes.Clientset, error) {
 	rc, err := clientcmd.BuildConfigFromFlags("", c.Kubeconfig())
@@ -233,6 +241,12 @@ func (c Config) Clientset() (*kubernetes.Clientset, error) {
 	}
 	rc.Timeout = 10 * time.Second
 	return kubernetes.NewForConfig(rc)
+}
+
+// nodeHTTPClient makes its requests from inside the node's namespace, to the
+// node's own loopback services, with a short timeout for readiness checks.
+func (c Config) nodeHTTPClient() *http.Client {
+	return &http.Client{Transport: &http.Transport{DialContext: c.NodeDialer().DialContext}, Timeout: 5 * time.Second}
 }
 
 func httpOK(client *http.Client, url string) func(context.Context) error {
