@@ -12,6 +12,7 @@ type component struct {
 	name string
 	bin  string
 	args []string
+	env  []string // added to componentEnv
 }
 
 // PauseImage and CoreDNSImage are the images the cluster itself needs; Up

@@ -50,6 +50,10 @@ func (c Config) certSpecs() []certSpec {
 			dnsSANs: []string{"elasti-metrics-adapter.kube-system.svc"}, ipSANs: []net.IP{c.NodeIP.AsSlice()}},
 		{name: "metrics-server", cn: "elasti-metrics-server", server: true,
 			dnsSANs: []string{"elasti-metrics-server.kube-system.svc"}, ipSANs: []net.IP{c.NodeIP.AsSlice()}},
+		// KEDA's operator serves its metrics over gRPC with mutual TLS and
+		// will not start without a key pair.
+		{name: "keda-operator", cn: "keda-operator", server: true, client: true,
+			dnsSANs: []string{"keda-operator.keda.svc"}, ipSANs: []net.IP{c.NodeIP.AsSlice()}},
 	}
 }
 

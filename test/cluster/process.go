@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -34,7 +35,7 @@ func (c Config) spawn(comp component) error {
 	fmt.Fprintf(logf, "=== %s: %s %s\n", time.Now().Format(time.RFC3339), comp.bin, shellQuote(comp.args))
 	args := append([]string{"--net=" + c.NetNSPath(), "--", comp.bin}, comp.args...)
 	cmd := exec.Command("nsenter", args...)
-	cmd.Env = componentEnv
+	cmd.Env = append(slices.Clip(componentEnv), comp.env...)
 	cmd.Dir = c.StateDir
 	cmd.Stdout, cmd.Stderr = logf, logf
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}

@@ -74,57 +74,80 @@ func TestCPUHPAWithMetricsServer(t *testing.T) {
 		t.Fatalf("request at zero: %v", err)
 	}
 	e.WaitAwake(t, ns, "demoapp", time.Minute)
-	wokeEvents := func(ctx context.Context) (int, error) {
-		woke, err := e.EventCount(ctx, ns, "demoapp", controller.EventWoke)
-		if err != nil {
-			return 0, err
-		}
-		slept, err := e.EventCount(ctx, ns, "demoapp", controller.EventScaledToZero)
-		return woke + slept, err
-	}
-	before, err := wokeEvents(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
+	before := wakesAndSleeps(t, e, ns, "demoapp")
 	timeline := recordReplicas(t, e, ns, "demoapp")
 	start := time.Now()
+	stop := burnCPU(e, url)
+	waitHPAReplicas(t, e, ns, "demoapp", "demoapp", 3, 3*time.Minute)
+	up := time.Since(start)
+	errs := stop()
+	loadEnd := time.Now()
+	waitHPAReplicas(t, e, ns, "demoapp", "demoapp", 1, 3*time.Minute)
+	t.Logf("HPA on CPU: 3 replicas %s into the load, back to 1 %s after it stopped; replicas: %s",
+		up.Round(time.Second), time.Since(loadEnd).Round(time.Second), timeline)
+	onlyTheHPAScaled(t, e, ns, "demoapp", timeline, errs, before)
+}
 
-	// Bounded: at most 4 minutes at 10 requests a second.
-	stop := every(100*time.Millisecond, func(ctx context.Context) error {
+// burnCPU loads the demo app behind url with CPU work, about 0.4 CPU: a GET
+// of /burn?ms=40 every 100 ms, bounded to 4 minutes. stop ends it and
+// returns the requests that failed.
+func burnCPU(e *Env, url string) (stop func() []error) {
+	start := time.Now()
+	return every(100*time.Millisecond, func(ctx context.Context) error {
 		if time.Since(start) > 4*time.Minute {
 			return nil
 		}
 		_, err := GetWith(ctx, e.HTTPClient(), strings.TrimSuffix(url, "/")+"/burn?ms=40", "")
 		return err
 	})
-	waitReplicas := func(want int32, timeout time.Duration) {
-		t.Helper()
-		Eventually(t, timeout, time.Second, func(ctx context.Context) error {
-			h, err := e.Clientset.AutoscalingV2().HorizontalPodAutoscalers(ns).Get(ctx, "demoapp", metav1.GetOptions{})
-			if err != nil {
-				return err
+}
+
+// waitHPAReplicas waits until the Deployment ns/app has want replicas,
+// saying meanwhile what the HPA ns/hpa (on CPU) measures and wants.
+func waitHPAReplicas(t *testing.T, e *Env, ns, hpa, app string, want int32, timeout time.Duration) {
+	t.Helper()
+	Eventually(t, timeout, time.Second, func(ctx context.Context) error {
+		h, err := e.Clientset.AutoscalingV2().HorizontalPodAutoscalers(ns).Get(ctx, hpa, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		n, _, err := e.Replicas(ctx, ns, app)
+		if err != nil {
+			return err
+		}
+		if n != want {
+			cpu := "none"
+			if len(h.Status.CurrentMetrics) > 0 && h.Status.CurrentMetrics[0].Resource != nil {
+				cpu = fmt.Sprintf("%d%%", ptr.Deref(h.Status.CurrentMetrics[0].Resource.Current.AverageUtilization, -1))
 			}
-			n, _, err := e.Replicas(ctx, ns, "demoapp")
-			if err != nil {
-				return err
-			}
-			if n != want {
-				cpu := "none"
-				if len(h.Status.CurrentMetrics) > 0 && h.Status.CurrentMetrics[0].Resource != nil {
-					cpu = fmt.Sprintf("%d%%", ptr.Deref(h.Status.CurrentMetrics[0].Resource.Current.AverageUtilization, -1))
-				}
-				return fmt.Errorf("%d replicas, want %d; HPA: CPU %s of requests, desired %d", n, want, cpu, h.Status.DesiredReplicas)
-			}
-			return nil
-		})
+			return fmt.Errorf("%d replicas, want %d; HPA %s: CPU %s of requests, desired %d", n, want, hpa, cpu, h.Status.DesiredReplicas)
+		}
+		return nil
+	})
+}
+
+// wakesAndSleeps counts Elasti's Woke and ScaledToZero Events for the
+// ElastiService ns/name.
+func wakesAndSleeps(t *testing.T, e *Env, ns, name string) int {
+	t.Helper()
+	woke, err := e.EventCount(context.Background(), ns, name, controller.EventWoke)
+	if err != nil {
+		t.Fatal(err)
 	}
-	waitReplicas(3, 3*time.Minute)
-	up := time.Since(start)
-	errs := stop()
-	loadEnd := time.Now()
-	waitReplicas(1, 3*time.Minute)
-	t.Logf("HPA on CPU: 3 replicas %s into the load, back to 1 %s after it stopped; replicas: %s",
-		up.Round(time.Second), time.Since(loadEnd).Round(time.Second), timeline)
+	slept, err := e.EventCount(context.Background(), ns, name, controller.EventScaledToZero)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return woke + slept
+}
+
+// onlyTheHPAScaled checks that while an HPA scaled the target of the
+// ElastiService ns/name, recorded by timeline: no load request failed, the
+// target never went to zero, every replica change was an HPA's (one
+// SuccessfulRescale Event each, counted over ns) and Elasti neither woke
+// nor slept it (before is wakesAndSleeps when the load began).
+func onlyTheHPAScaled(t *testing.T, e *Env, ns, name string, timeline *replicaTimeline, errs []error, before int) {
+	t.Helper()
 	changes := timeline.finish()
 	for i, err := range errs {
 		if i == 5 {
@@ -136,7 +159,6 @@ func TestCPUHPAWithMetricsServer(t *testing.T) {
 	if sleeps, _ := sleepsAndWakes(changes); sleeps > 0 {
 		t.Errorf("the target went to zero while the HPA scaled it: %s", timeline)
 	}
-	// Every replica change was the HPA's.
 	evs, err := e.Clientset.CoreV1().Events(ns).List(context.Background(), metav1.ListOptions{FieldSelector: "involvedObject.kind=HorizontalPodAutoscaler,reason=SuccessfulRescale"})
 	if err != nil {
 		t.Fatal(err)
@@ -148,7 +170,7 @@ func TestCPUHPAWithMetricsServer(t *testing.T) {
 	if moves := len(changes) - 1; rescales < moves {
 		t.Errorf("%d replica changes (%s) but %d SuccessfulRescale Events from the HPA", moves, timeline, rescales)
 	}
-	if after, err := wokeEvents(context.Background()); err != nil || after != before {
-		t.Errorf("Elasti woke or slept the target while the HPA scaled it: %d Woke/ScaledToZero Events before, %d after (%v)", before, after, err)
+	if after := wakesAndSleeps(t, e, ns, name); after != before {
+		t.Errorf("Elasti woke or slept the target while the HPA scaled it: %d Woke/ScaledToZero Events before, %d after", before, after)
 	}
 }
