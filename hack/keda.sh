@@ -1,16 +1,16 @@
 #!/usr/bin/env bash
-# Builds KEDA's operator, pinned, from the Go module proxy, with its CRDs
-# beside it, into a cache outside the repo:
+# Builds KEDA's operator and metrics apiserver, pinned, from the Go module
+# proxy, with its CRDs beside them, into a cache outside the repo:
 #
 #   ${ELASTI_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/elasti}/keda-<version>/
 #     keda-operator
+#     keda-adapter         (the metrics apiserver: external.metrics.k8s.io)
 #     crds/*.yaml          (the release's config/crd/bases)
 #
-# The multi-node end-to-end tests run it on the local cluster (elasti-cluster
-# keda-start): a real ScaledObject that Elasti pauses at zero and unpauses on
-# wake. KEDA's metrics apiserver is not built: the test's trigger is CPU,
-# which KEDA hands to the HPA as a Resource metric (metrics-server), so no
-# external metric goes through KEDA.
+# The multi-node end-to-end tests run both on the local cluster
+# (elasti-cluster keda-start): a real ScaledObject that Elasti pauses at zero
+# and unpauses on wake, and that scales on an external metric served by
+# KEDA itself. The admission webhooks are not built.
 #
 # Idempotent: when the directory is complete it prints it and exits. The build
 # goes to a temporary directory beside it, moved into place only once it is
@@ -24,14 +24,15 @@ CACHE=${ELASTI_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/elasti}
 OUT="$CACHE/keda-$VERSION"
 source "$(dirname "$0")/lib/module-release.sh"
 
-if [[ -x "$OUT/keda-operator" && -f "$OUT/crds/keda.sh_scaledobjects.yaml" ]]; then
+if [[ -x "$OUT/keda-operator" && -x "$OUT/keda-adapter" && -f "$OUT/crds/keda.sh_scaledobjects.yaml" ]]; then
   echo "$OUT"
   exit 0
 fi
 
 release_src "$MODULE" "$VERSION"
-log "building keda-operator $VERSION (a cold build takes about six minutes on 2 CPUs, most of it module downloads; cached afterwards in $OUT)"
+log "building keda-operator and keda-adapter $VERSION (a cold build takes about seven minutes on 2 CPUs, most of it module downloads; cached afterwards in $OUT)"
 release_build -ldflags "-s -w -X $MODULE/version.Version=${VERSION#v}" -o "$work/out/keda-operator" ./cmd/operator
+release_build -ldflags "-s -w -X $MODULE/version.Version=${VERSION#v}" -o "$work/out/keda-adapter" ./cmd/adapter
 mkdir -p "$work/out/crds"
 cp "$work/src/config/crd/bases/"*.yaml "$work/out/crds/"
 release_done

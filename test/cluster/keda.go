@@ -9,54 +9,77 @@ import (
 	"time"
 )
 
-// KEDAComponent is KEDA's operator, built from the Go module proxy by
+// KEDA's operator and metrics apiserver, built from the Go module proxy by
 // hack/keda.sh, which the multi-node end-to-end tests start on demand
-// (elasti-cluster keda-start) to run a real ScaledObject beside Elasti. It
-// runs on the first node, cluster-wide, with the admin kubeconfig; Down
-// stops it like any component. KEDA's metrics apiserver is not run: the
-// cluster's external.metrics.k8s.io belongs to the Prometheus adapter, so
-// only triggers that KEDA hands to the HPA as Resource metrics (cpu,
-// memory, served by metrics-server) scale anything here.
-const KEDAComponent = "keda-operator"
-
-// KEDADirEnv names the directory hack/keda.sh prints: the operator binary
-// and the release's CRDs.
-const KEDADirEnv = "ELASTI_KEDA_DIR"
-
-// kedaNamespace is the operator's own namespace (leader election, the
-// Secrets its TriggerAuthentications may read).
-const kedaNamespace = "keda"
-
-// The operator's ports, on the first node's loopback: health probes,
-// Prometheus metrics and the gRPC metrics service its metrics apiserver
-// would call.
+// (elasti-cluster keda-start) to run a real ScaledObject beside Elasti.
+// Both run on the first node, cluster-wide, with the admin kubeconfig; Down
+// stops them like any component. keda-start hands external.metrics.k8s.io
+// to KEDA's metrics apiserver: from then on the Prometheus adapter's
+// http_requests_per_second is no longer served. KEDA's admission webhooks
+// are not run.
 const (
-	kedaHealthPort  = 20251
-	kedaMetricsPort = 20252
-	kedaGRPCPort    = 20253
+	KEDAComponent        = "keda-operator"
+	KEDAAdapterComponent = "keda-metrics-apiserver"
 )
 
-// kedaCertDir holds the key pair of the operator's gRPC server, as KEDA
+// KEDADirEnv names the directory hack/keda.sh prints: the binaries and the
+// release's CRDs.
+const KEDADirEnv = "ELASTI_KEDA_DIR"
+
+// kedaNamespace is KEDA's own namespace (the Secrets its
+// TriggerAuthentications may read).
+const kedaNamespace = "keda"
+
+// KEDA's ports: on the first node's loopback the operator's health probes,
+// Prometheus metrics and gRPC metrics service (which the metrics apiserver
+// calls) and the metrics apiserver's own Prometheus metrics; on the first
+// node's address the metrics apiserver (TLS), which the kube-apiserver
+// reaches through the Service kube-system/keda-metrics-apiserver.
+const (
+	kedaHealthPort         = 20251
+	kedaMetricsPort        = 20252
+	kedaGRPCPort           = 20253
+	kedaAdapterMetricsPort = 20254
+	KEDAAdapterPort        = 6447
+)
+
+// kedaCertDir holds the key pair both use for their gRPC connection, as KEDA
 // reads it (ca.crt, tls.crt, tls.key), issued by the cluster CA.
 func (c Config) kedaCertDir() string { return filepath.Join(c.StateDir, "keda-certs") }
 
-func (c Config) kedaComponent(dir string) component {
-	return component{name: KEDAComponent, bin: filepath.Join(dir, "keda-operator"),
-		args: []string{
-			"--leader-elect=false",
-			fmt.Sprintf("--health-probe-bind-address=127.0.0.1:%d", kedaHealthPort),
-			fmt.Sprintf("--metrics-bind-address=127.0.0.1:%d", kedaMetricsPort),
-			fmt.Sprintf("--metrics-service-bind-address=127.0.0.1:%d", kedaGRPCPort),
-			"--cert-dir=" + c.kedaCertDir(), "--ca-dir=" + c.kedaCertDir(),
-			"--zap-log-level=info", "--zap-encoder=console",
-		},
-		env: []string{"KUBECONFIG=" + c.Kubeconfig(), "WATCH_NAMESPACE=", "POD_NAMESPACE=" + kedaNamespace, "KEDA_CLUSTER_OBJECT_NAMESPACE=" + kedaNamespace},
-	}
+func (c Config) kedaEnv() []string {
+	return []string{"KUBECONFIG=" + c.Kubeconfig(), "WATCH_NAMESPACE=", "POD_NAMESPACE=" + kedaNamespace, "KEDA_CLUSTER_OBJECT_NAMESPACE=" + kedaNamespace}
 }
 
-// StartKEDA installs KEDA's CRDs and starts its operator (both from
-// $ELASTI_KEDA_DIR), and waits until it answers its readiness check. It
-// does nothing more when the operator already runs.
+func (c Config) kedaComponent(dir string) component {
+	return component{name: KEDAComponent, bin: filepath.Join(dir, "keda-operator"), env: c.kedaEnv(), args: []string{
+		"--leader-elect=false",
+		fmt.Sprintf("--health-probe-bind-address=127.0.0.1:%d", kedaHealthPort),
+		fmt.Sprintf("--metrics-bind-address=127.0.0.1:%d", kedaMetricsPort),
+		fmt.Sprintf("--metrics-service-bind-address=127.0.0.1:%d", kedaGRPCPort),
+		"--cert-dir=" + c.kedaCertDir(), "--ca-dir=" + c.kedaCertDir(),
+		"--zap-log-level=info", "--zap-encoder=console",
+	}}
+}
+
+func (c Config) kedaAdapterComponent(dir string) component {
+	return component{name: KEDAAdapterComponent, bin: filepath.Join(dir, "keda-adapter"), env: c.kedaEnv(), args: []string{
+		"--bind-address=" + c.NodeIP.String(), fmt.Sprintf("--secure-port=%d", KEDAAdapterPort),
+		"--tls-cert-file=" + filepath.Join(c.kedaCertDir(), "tls.crt"),
+		"--tls-private-key-file=" + filepath.Join(c.kedaCertDir(), "tls.key"),
+		"--cert-dir=" + c.kedaCertDir(),
+		"--lister-kubeconfig=" + c.Kubeconfig(),
+		"--authentication-kubeconfig=" + c.Kubeconfig(), "--authorization-kubeconfig=" + c.Kubeconfig(),
+		fmt.Sprintf("--metrics-service-address=127.0.0.1:%d", kedaGRPCPort),
+		fmt.Sprintf("--port=%d", kedaAdapterMetricsPort),
+		"--zap-log-level=info", "--zap-encoder=console",
+	}}
+}
+
+// StartKEDA installs KEDA's CRDs, starts its operator and metrics apiserver
+// (all from $ELASTI_KEDA_DIR), registers the metrics apiserver as
+// external.metrics.k8s.io and waits until both answer. It does nothing more
+// when the operator already runs.
 func (c Config) StartKEDA(ctx context.Context, logf Logf) error {
 	dir := os.Getenv(KEDADirEnv)
 	if dir == "" {
@@ -75,7 +98,7 @@ func (c Config) StartKEDA(ctx context.Context, logf Logf) error {
 	if err := os.MkdirAll(c.kedaCertDir(), 0o700); err != nil {
 		return err
 	}
-	for src, dst := range map[string]string{"ca.crt": "ca.crt", "keda-operator.crt": "tls.crt", "keda-operator.key": "tls.key"} {
+	for src, dst := range map[string]string{"ca.crt": "ca.crt", "keda.crt": "tls.crt", "keda.key": "tls.key"} {
 		data, err := os.ReadFile(filepath.Join(c.pkiDir(), src))
 		if err != nil {
 			return err
@@ -87,10 +110,31 @@ func (c Config) StartKEDA(ctx context.Context, logf Logf) error {
 	if err := c.spawn(c.kedaComponent(dir)); err != nil {
 		return err
 	}
+	if err := c.spawn(c.kedaAdapterComponent(dir)); err != nil {
+		return err
+	}
 	nodeHTTP := c.nodeHTTPClient()
 	if err := c.waitFor(ctx, KEDAComponent, 2*time.Minute, httpOK(nodeHTTP, fmt.Sprintf("http://127.0.0.1:%d/readyz", kedaHealthPort))); err != nil {
 		return err
 	}
-	logf("KEDA's operator runs (%s)", dir)
+	manifest, err := c.aggregatedAPIManifest(KEDAAdapterComponent, KEDAAdapterPort, "external.metrics.k8s.io")
+	if err != nil {
+		return err
+	}
+	if _, err := c.Kubectl(ctx, manifest, "apply", "-f", "-"); err != nil {
+		return err
+	}
+	// Available once the kube-apiserver reaches the new server.
+	if err := c.waitFor(ctx, KEDAAdapterComponent, 2*time.Minute, func(ctx context.Context) error {
+		out, err := c.Kubectl(ctx, "", "get", "apiservice", "v1beta1.external.metrics.k8s.io",
+			"-o", `jsonpath={.spec.service.name} {.status.conditions[?(@.type=="Available")].status}`)
+		if err == nil && out != KEDAAdapterComponent+" True" {
+			err = fmt.Errorf("APIService v1beta1.external.metrics.k8s.io: %q", out)
+		}
+		return err
+	}); err != nil {
+		return err
+	}
+	logf("KEDA runs (%s); external.metrics.k8s.io is now KEDA's metrics apiserver at %s:%d", dir, c.NodeIP, KEDAAdapterPort)
 	return nil
 }

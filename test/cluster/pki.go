@@ -50,10 +50,13 @@ func (c Config) certSpecs() []certSpec {
 			dnsSANs: []string{"elasti-metrics-adapter.kube-system.svc"}, ipSANs: []net.IP{c.NodeIP.AsSlice()}},
 		{name: "metrics-server", cn: "elasti-metrics-server", server: true,
 			dnsSANs: []string{"elasti-metrics-server.kube-system.svc"}, ipSANs: []net.IP{c.NodeIP.AsSlice()}},
-		// KEDA's operator serves its metrics over gRPC with mutual TLS and
-		// will not start without a key pair.
-		{name: "keda-operator", cn: "keda-operator", server: true, client: true,
-			dnsSANs: []string{"keda-operator.keda.svc"}, ipSANs: []net.IP{c.NodeIP.AsSlice()}},
+		// KEDA: one key pair for the operator's gRPC metrics service and
+		// its metrics apiserver, which call each other with mutual TLS on
+		// the first node's loopback; the apiserver also serves the API
+		// aggregation layer through its Service.
+		{name: "keda", cn: "keda-operator", server: true, client: true,
+			dnsSANs: []string{"keda-operator.keda.svc", "keda-metrics-apiserver.kube-system.svc"},
+			ipSANs:  []net.IP{c.NodeIP.AsSlice(), net.IPv4(127, 0, 0, 1)}},
 	}
 }
 

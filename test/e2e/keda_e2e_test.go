@@ -12,7 +12,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -23,11 +22,13 @@ import (
 	"elasti.dev/elasti/test/cluster"
 )
 
-// cpuScaledObject is a KEDA ScaledObject on the Deployment app's CPU: 50%
-// of what each pod requests, from 1 to 3 replicas, with no stabilization
-// window either way. KEDA makes it an HPA named keda-hpa-<app> whose
-// Resource metric metrics-server serves.
-func cpuScaledObject(ns, app string) *unstructured.Unstructured {
+// requestRateScaledObject is a KEDA ScaledObject on the Deployment app's
+// request rate, read by KEDA's prometheus scaler from the cluster's
+// Prometheus: 3 requests a second per replica, from 1 to 3 replicas, with
+// no stabilization window either way. KEDA makes it an HPA named
+// keda-hpa-<app> on an External metric that KEDA's own metrics apiserver
+// serves.
+func requestRateScaledObject(ns, app, prometheusURL string) *unstructured.Unstructured {
 	noWindow := map[string]any{"stabilizationWindowSeconds": int64(0)}
 	so := &unstructured.Unstructured{Object: map[string]any{
 		"metadata": map[string]any{"name": app, "namespace": ns},
@@ -35,11 +36,15 @@ func cpuScaledObject(ns, app string) *unstructured.Unstructured {
 			"scaleTargetRef":  map[string]any{"name": app},
 			"minReplicaCount": int64(1),
 			"maxReplicaCount": int64(3),
+			"pollingInterval": int64(5),
 			"advanced": map[string]any{"horizontalPodAutoscalerConfig": map[string]any{
 				"behavior": map[string]any{"scaleUp": noWindow, "scaleDown": noWindow},
 			}},
 			"triggers": []any{map[string]any{
-				"type": "cpu", "metricType": "Utilization", "metadata": map[string]any{"value": "50"},
+				"type": "prometheus",
+				"metadata": map[string]any{
+					"serverAddress": prometheusURL, "query": RequestRateQuery(ns, app), "threshold": "3",
+				},
 			}},
 		},
 	}}
@@ -108,17 +113,20 @@ func (e *Env) waitScaledObject(t *testing.T, ns, name, want string, timeout time
 	})
 }
 
-// TestMultiNodeKEDAScaledObject: KEDA's real operator (v2.21.0, built from
-// the Go module proxy by hack/keda.sh, started with elasti-cluster
-// keda-start) scales a target with a CPU ScaledObject (1 to 3 replicas)
-// spread over both nodes, and Elasti puts the same target to sleep:
+// TestMultiNodeKEDAScaledObject: KEDA's real operator and metrics
+// apiserver (v2.21.0, built from the Go module proxy by hack/keda.sh,
+// started with elasti-cluster keda-start) scale a target on its request
+// rate in Prometheus (1 to 3 replicas, spread over both nodes), and Elasti
+// puts the same target to sleep:
 //   - at zero: Elasti paused the ScaledObject (paused-replicas 0, its
 //     mark), KEDA took the pause (Paused=True, its HPA deleted) and holds
 //     the target at 0 although its minReplicaCount is 1;
 //   - a request at zero wakes the target and is answered; Elasti unpaused
-//     the ScaledObject, and KEDA re-created its HPA;
-//   - under CPU load KEDA's HPA scales the target to 3 replicas on both
-//     nodes and back to 1, and Elasti leaves it alone (no Woke or
+//     the ScaledObject, KEDA re-created its HPA, and the target never went
+//     back to zero;
+//   - under load (10 requests a second) KEDA's HPA, fed through KEDA's
+//     metrics apiserver, scales the target to 3 replicas on both nodes and
+//     back to 1 once the load stops, and Elasti leaves it alone (no Woke or
 //     ScaledToZero, never at zero, each replica change an HPA rescale);
 //   - idle again, Elasti pauses KEDA once more and the target stays at
 //     zero: nobody fights over it.
@@ -134,7 +142,6 @@ func TestMultiNodeKEDAScaledObject(t *testing.T) {
 	e.InstallElasti(t)
 	ns := e.NewNamespace(t)
 	d := DemoAppDeployment(ns, "demoapp", 1)
-	d.Spec.Template.Spec.Containers[0].Resources.Requests = corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("50m")}
 	// At most one pod more on one node than on the other: three replicas
 	// use both nodes.
 	d.Spec.Template.Spec.TopologySpreadConstraints = []corev1.TopologySpreadConstraint{{
@@ -142,7 +149,7 @@ func TestMultiNodeKEDAScaledObject(t *testing.T) {
 		LabelSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "demoapp"}},
 	}}
 	svc := DemoAppService(ns, "demoapp")
-	e.Create(t, d, svc, cpuScaledObject(ns, "demoapp"))
+	e.Create(t, d, svc, requestRateScaledObject(ns, "demoapp", e.Cluster.PrometheusURL()))
 	e.WaitReadyEndpoints(t, ns, "demoapp", 1, 2*time.Minute)
 	e.waitScaledObject(t, ns, "demoapp", "KEDA Ready with its HPA", time.Minute, func(s scaledObjectState) bool {
 		return s.kedaReady == "True" && s.hpa
@@ -193,14 +200,14 @@ func TestMultiNodeKEDAScaledObject(t *testing.T) {
 	before := wakesAndSleeps(t, e, ns, "demoapp")
 	timeline := recordReplicas(t, e, ns, "demoapp")
 	start := time.Now()
-	stop := burnCPU(e, url)
+	stop := steadyGETs(e, url)
 	waitHPAReplicas(t, e, ns, "keda-hpa-demoapp", "demoapp", 3, 3*time.Minute)
 	up := time.Since(start)
 	nodes := e.podsPerNode(t, ns, "demoapp", 3)
 	errs := stop()
 	loadEnd := time.Now()
 	waitHPAReplicas(t, e, ns, "keda-hpa-demoapp", "demoapp", 1, 3*time.Minute)
-	t.Logf("KEDA on CPU: 3 replicas %s into the load (pods per node: %v), back to 1 %s after it stopped; replicas: %s",
+	t.Logf("KEDA on the request rate: 3 replicas %s into the load (pods per node: %v), back to 1 %s after it stopped; replicas: %s",
 		up.Round(time.Second), nodes, time.Since(loadEnd).Round(time.Second), timeline)
 	if len(nodes) < 2 {
 		t.Errorf("the 3 replicas ran on %v, not on both nodes", nodes)

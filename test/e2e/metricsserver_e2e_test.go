@@ -77,7 +77,7 @@ func TestCPUHPAWithMetricsServer(t *testing.T) {
 	before := wakesAndSleeps(t, e, ns, "demoapp")
 	timeline := recordReplicas(t, e, ns, "demoapp")
 	start := time.Now()
-	stop := burnCPU(e, url)
+	stop := steadyGETs(e, strings.TrimSuffix(url, "/")+"/burn?ms=40")
 	waitHPAReplicas(t, e, ns, "demoapp", "demoapp", 3, 3*time.Minute)
 	up := time.Since(start)
 	errs := stop()
@@ -88,22 +88,22 @@ func TestCPUHPAWithMetricsServer(t *testing.T) {
 	onlyTheHPAScaled(t, e, ns, "demoapp", timeline, errs, before)
 }
 
-// burnCPU loads the demo app behind url with CPU work, about 0.4 CPU: a GET
-// of /burn?ms=40 every 100 ms, bounded to 4 minutes. stop ends it and
-// returns the requests that failed.
-func burnCPU(e *Env, url string) (stop func() []error) {
+// steadyGETs sends a GET of url every 100 ms, bounded to 4 minutes. stop
+// ends it and returns the requests that failed. On the demo app's
+// /burn?ms=40 it is about 0.4 CPU of load.
+func steadyGETs(e *Env, url string) (stop func() []error) {
 	start := time.Now()
 	return every(100*time.Millisecond, func(ctx context.Context) error {
 		if time.Since(start) > 4*time.Minute {
 			return nil
 		}
-		_, err := GetWith(ctx, e.HTTPClient(), strings.TrimSuffix(url, "/")+"/burn?ms=40", "")
+		_, err := GetWith(ctx, e.HTTPClient(), url, "")
 		return err
 	})
 }
 
 // waitHPAReplicas waits until the Deployment ns/app has want replicas,
-// saying meanwhile what the HPA ns/hpa (on CPU) measures and wants.
+// saying meanwhile what the HPA ns/hpa measures and wants.
 func waitHPAReplicas(t *testing.T, e *Env, ns, hpa, app string, want int32, timeout time.Duration) {
 	t.Helper()
 	Eventually(t, timeout, time.Second, func(ctx context.Context) error {
@@ -116,14 +116,25 @@ func waitHPAReplicas(t *testing.T, e *Env, ns, hpa, app string, want int32, time
 			return err
 		}
 		if n != want {
-			cpu := "none"
-			if len(h.Status.CurrentMetrics) > 0 && h.Status.CurrentMetrics[0].Resource != nil {
-				cpu = fmt.Sprintf("%d%%", ptr.Deref(h.Status.CurrentMetrics[0].Resource.Current.AverageUtilization, -1))
-			}
-			return fmt.Errorf("%d replicas, want %d; HPA %s: CPU %s of requests, desired %d", n, want, hpa, cpu, h.Status.DesiredReplicas)
+			return fmt.Errorf("%d replicas, want %d; HPA %s: %s, desired %d", n, want, hpa, hpaMetric(h), h.Status.DesiredReplicas)
 		}
 		return nil
 	})
+}
+
+// hpaMetric says what an HPA's first metric reads: a CPU utilization or an
+// External metric's average value.
+func hpaMetric(h *autoscalingv2.HorizontalPodAutoscaler) string {
+	if len(h.Status.CurrentMetrics) == 0 {
+		return "no metric yet"
+	}
+	switch m := h.Status.CurrentMetrics[0]; {
+	case m.Resource != nil:
+		return fmt.Sprintf("CPU %d%% of requests", ptr.Deref(m.Resource.Current.AverageUtilization, -1))
+	case m.External != nil && m.External.Current.AverageValue != nil:
+		return fmt.Sprintf("%s %s per pod", m.External.Metric.Name, m.External.Current.AverageValue)
+	}
+	return "a metric of another kind"
 }
 
 // wakesAndSleeps counts Elasti's Woke and ScaledToZero Events for the
