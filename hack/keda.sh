@@ -30,7 +30,7 @@ if [[ -x "$OUT/keda-operator" && -x "$OUT/keda-adapter" && -f "$OUT/crds/keda.sh
 fi
 
 release_src "$MODULE" "$VERSION"
-log "building keda-operator and keda-adapter $VERSION (a cold build takes about seven minutes on 2 CPUs, most of it module downloads; cached afterwards in $OUT)"
+log "building keda-operator and keda-adapter $VERSION (about six and a half minutes on 2 CPUs from empty Go caches, most of it module downloads; cached afterwards in $OUT)"
 release_build -ldflags "-s -w -X $MODULE/version.Version=${VERSION#v}" -o "$work/out/keda-operator" ./cmd/operator
 release_build -ldflags "-s -w -X $MODULE/version.Version=${VERSION#v}" -o "$work/out/keda-adapter" ./cmd/adapter
 mkdir -p "$work/out/crds"

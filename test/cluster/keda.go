@@ -2,7 +2,6 @@ package cluster
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -81,18 +80,8 @@ func (c Config) kedaAdapterComponent(dir string) component {
 // external.metrics.k8s.io and waits until both answer. It does nothing more
 // when the operator already runs.
 func (c Config) StartKEDA(ctx context.Context, logf Logf) error {
-	dir := os.Getenv(KEDADirEnv)
-	if dir == "" {
-		return errors.New(KEDADirEnv + " is not set: run hack/keda.sh and set it to the directory it prints")
-	}
-	if _, ok := c.runningPID(KEDAComponent); ok {
-		return nil
-	}
-	if _, err := c.Kubectl(ctx, "", "apply", "--server-side", "-f", filepath.Join(dir, "crds")); err != nil {
-		return err
-	}
-	ns := fmt.Sprintf("apiVersion: v1\nkind: Namespace\nmetadata: {name: %s}\n", kedaNamespace)
-	if _, err := c.Kubectl(ctx, ns, "apply", "-f", "-"); err != nil {
+	dir, err := c.installRelease(ctx, KEDAComponent, KEDADirEnv, "hack/keda.sh", kedaNamespace)
+	if err != nil || dir == "" {
 		return err
 	}
 	if err := os.MkdirAll(c.kedaCertDir(), 0o700); err != nil {

@@ -2,7 +2,6 @@ package cluster
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -40,18 +39,8 @@ func (c Config) rolloutsComponent(dir string) component {
 // from $ELASTI_ARGO_ROLLOUTS_DIR), and waits until it answers its health
 // check. It does nothing more when the controller already runs.
 func (c Config) StartRollouts(ctx context.Context, logf Logf) error {
-	dir := os.Getenv(RolloutsDirEnv)
-	if dir == "" {
-		return errors.New(RolloutsDirEnv + " is not set: run hack/argo-rollouts.sh and set it to the directory it prints")
-	}
-	if _, ok := c.runningPID(RolloutsComponent); ok {
-		return nil
-	}
-	if _, err := c.Kubectl(ctx, "", "apply", "--server-side", "-f", filepath.Join(dir, "crds")); err != nil {
-		return err
-	}
-	ns := fmt.Sprintf("apiVersion: v1\nkind: Namespace\nmetadata: {name: %s}\n", rolloutsNamespace)
-	if _, err := c.Kubectl(ctx, ns, "apply", "-f", "-"); err != nil {
+	dir, err := c.installRelease(ctx, RolloutsComponent, RolloutsDirEnv, "hack/argo-rollouts.sh", rolloutsNamespace)
+	if err != nil || dir == "" {
 		return err
 	}
 	if err := c.spawn(c.rolloutsComponent(dir)); err != nil {
@@ -63,4 +52,26 @@ func (c Config) StartRollouts(ctx context.Context, logf Logf) error {
 	}
 	logf("Argo Rollouts' controller runs (%s)", dir)
 	return nil
+}
+
+// installRelease is the start of running a controller built from a release
+// by a hack/ script: it reads the directory the script printed from env,
+// and installs the CRDs in its crds/ and the namespace ns. It returns ""
+// when the component named comp already runs.
+func (c Config) installRelease(ctx context.Context, comp, env, script, ns string) (string, error) {
+	dir := os.Getenv(env)
+	if dir == "" {
+		return "", fmt.Errorf("%s is not set: run %s and set it to the directory it prints", env, script)
+	}
+	if _, ok := c.runningPID(comp); ok {
+		return "", nil
+	}
+	if _, err := c.Kubectl(ctx, "", "apply", "--server-side", "-f", filepath.Join(dir, "crds")); err != nil {
+		return "", err
+	}
+	manifest := fmt.Sprintf("apiVersion: v1\nkind: Namespace\nmetadata: {name: %s}\n", ns)
+	if _, err := c.Kubectl(ctx, manifest, "apply", "-f", "-"); err != nil {
+		return "", err
+	}
+	return dir, nil
 }
