@@ -56,7 +56,8 @@ func (c Config) StartRollouts(ctx context.Context, logf Logf) error {
 
 // installRelease is the start of running a controller built from a release
 // by a hack/ script: it reads the directory the script printed from env,
-// and installs the CRDs in its crds/ and the namespace ns. It returns ""
+// and installs the CRDs in its crds/ (waiting until they are established)
+// and the namespace ns. It returns ""
 // when the component named comp already runs.
 func (c Config) installRelease(ctx context.Context, comp, env, script, ns string) (string, error) {
 	dir := os.Getenv(env)
@@ -66,7 +67,13 @@ func (c Config) installRelease(ctx context.Context, comp, env, script, ns string
 	if _, ok := c.runningPID(comp); ok {
 		return "", nil
 	}
-	if _, err := c.Kubectl(ctx, "", "apply", "--server-side", "-f", filepath.Join(dir, "crds")); err != nil {
+	crds := filepath.Join(dir, "crds")
+	if _, err := c.Kubectl(ctx, "", "apply", "--server-side", "-f", crds); err != nil {
+		return "", err
+	}
+	// Served before the first object of theirs is written: a client that
+	// discovers the group while only part of it is served caches that part.
+	if _, err := c.Kubectl(ctx, "", "wait", "--for=condition=Established", "--timeout=60s", "-f", crds); err != nil {
 		return "", err
 	}
 	manifest := fmt.Sprintf("apiVersion: v1\nkind: Namespace\nmetadata: {name: %s}\n", ns)
