@@ -74,6 +74,12 @@ func (s Session) Run(work func(teardown bool) error) error {
 		}
 	} else {
 		logf("reusing the running cluster; it stays up")
+		if have := len(s.Config.NodeNames()); s.Config.Nodes > have {
+			logf("it has %d node(s) and this run needs %d: adding the others (they stay too)", have, s.Config.Nodes)
+			if err := s.CLI("up"); err != nil {
+				return fmt.Errorf("add nodes to the running cluster: %w", err)
+			}
+		}
 	}
 	teardown := started && !s.Keep
 

@@ -93,6 +93,9 @@ func (c Config) Up(ctx context.Context, logf Logf) error {
 	defer unlock()
 	if c.Running() {
 		logf("cluster already running")
+		if err := c.addNodes(ctx, logf); err != nil {
+			return err
+		}
 		return c.StartPrometheus(ctx, logf)
 	}
 	if err := c.preflight(); err != nil {
@@ -105,17 +108,9 @@ func (c Config) Up(ctx context.Context, logf Logf) error {
 		}
 	}
 	start := time.Now()
-	corednsBin, err := EnsureCoreDNS(ctx, c.CacheDir, logf)
+	sysImages, err := c.systemImageTarballs(ctx, logf)
 	if err != nil {
 		return err
-	}
-	var sysImages []string
-	for _, im := range c.systemImages(corednsBin) {
-		p, err := c.BuildImage(ctx, im)
-		if err != nil {
-			return err
-		}
-		sysImages = append(sysImages, p)
 	}
 	logf("images built (%s)", time.Since(start).Round(time.Millisecond))
 
@@ -219,6 +214,51 @@ func (c Config) Up(ctx context.Context, logf Logf) error {
 		return err
 	}
 	logf("cluster up in %s", time.Since(start).Round(time.Millisecond))
+	return nil
+}
+
+// systemImageTarballs builds the images the cluster itself needs (pause,
+// CoreDNS) and returns their tarballs, for every node's containerd.
+func (c Config) systemImageTarballs(ctx context.Context, logf Logf) ([]string, error) {
+	corednsBin, err := EnsureCoreDNS(ctx, c.CacheDir, logf)
+	if err != nil {
+		return nil, err
+	}
+	var tarballs []string
+	for _, im := range c.systemImages(corednsBin) {
+		p, err := c.BuildImage(ctx, im)
+		if err != nil {
+			return nil, err
+		}
+		tarballs = append(tarballs, p)
+	}
+	return tarballs, nil
+}
+
+// addNodes brings up the further nodes a running cluster lacks, so that
+// `up --nodes 2` (and a session that needs two nodes, as make
+// test-multinode) grows the single-node cluster `make demo` left running.
+// A running cluster never loses nodes here.
+func (c Config) addNodes(ctx context.Context, logf Logf) error {
+	have := len(c.NodeNames())
+	if c.Nodes <= have {
+		return nil
+	}
+	start := time.Now()
+	sysImages, err := c.systemImageTarballs(ctx, logf)
+	if err != nil {
+		return err
+	}
+	cs, err := c.Clientset()
+	if err != nil {
+		return err
+	}
+	for n := have + 1; n <= c.Nodes; n++ {
+		if err := c.upWorker(ctx, c.worker(n), sysImages, cs, logf, start); err != nil {
+			return err
+		}
+	}
+	logf("cluster grown from %d to %d nodes in %s", have, c.Nodes, time.Since(start).Round(time.Millisecond))
 	return nil
 }
 

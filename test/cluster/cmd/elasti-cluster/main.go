@@ -36,7 +36,7 @@ func main() {
 	binDir := fs.String("k8s-bin-dir", os.Getenv("ELASTI_K8S_BIN"), "directory holding etcd and the Kubernetes binaries (default: the output of hack/k8s-binaries.sh)")
 	keep := fs.Bool("keep", false, "run: leave a cluster this run brought up running")
 	images := fs.Bool("images", false, "run: build and import the images before COMMAND")
-	nodes := fs.Int("nodes", 0, "up, run: how many nodes a cluster brought up has (default: $"+cluster.NodesEnv+", else 1); a running cluster keeps its own")
+	nodes := fs.Int("nodes", 0, "up, run: how many nodes the cluster has (default: $"+cluster.NodesEnv+", else 1); a running cluster with fewer gets the others added, one with more keeps them")
 	checkClean := fs.Bool("check-clean", false, "run: after taking down a cluster this run brought up, check the machine is as it was before")
 	fs.Usage = func() {
 		fmt.Fprintln(os.Stderr, "usage: elasti-cluster up|down|status|images|kubeconfig|snapshot|prometheus-start|prometheus-stop [--k8s-bin-dir DIR] [--nodes N]\n       elasti-cluster rollouts-start|keda-start\n       elasti-cluster node-stop|node-start NODE\n       elasti-cluster compare SNAPSHOT.json\n       elasti-cluster run [--keep] [--images] [--check-clean] [--nodes N] [--k8s-bin-dir DIR] -- COMMAND [ARG...]")
