@@ -67,7 +67,10 @@ verify: generate manifests $(GOLANGCI_LINT) ## Prove generated files are current
 	@$(MAKE) --no-print-directory helm-verify
 
 .PHONY: test
-test: deps test-unit test-integration test-integration-oldest test-e2e test-multinode ## Run every test tier: unit, integration (envtest, newest and oldest Kubernetes), end-to-end on one node and on two.
+test: deps test-unit test-integration test-e2e test-multinode test-integration-oldest ## Run every test tier: unit, integration (envtest, newest and oldest Kubernetes), end-to-end on one node and on two.
+# What the steps after test-e2e need is built while its tests run (hack/test-e2e.sh).
+test: export ELASTI_PREBUILD_KEDA = 1
+test: export ELASTI_PREBUILD_OLDEST_K8S = $(OLDEST_K8S_VERSION)
 
 .PHONY: test-unit
 test-unit: ## Unit tests under the race detector, then each fuzz target for $(FUZZTIME).

@@ -11,7 +11,8 @@
 # newer Go than this project's; v1.10.1 is the newest release that builds
 # with it.
 #
-# Idempotent: when the directory is complete it prints it and exits. The build
+# Idempotent: when the directory is complete it prints it and exits; while
+# another process builds it, it waits for that build. The build
 # goes to a temporary directory beside it, moved into place only once it is
 # complete. Prints the directory on stdout, progress on stderr.
 set -euo pipefail
@@ -23,6 +24,7 @@ CACHE=${ELASTI_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/elasti}
 OUT="$CACHE/argo-rollouts-$VERSION"
 source "$(dirname "$0")/lib/module-release.sh"
 
+release_lock
 if [[ -x "$OUT/rollouts-controller" && -f "$OUT/crds/rollout-crd.yaml" ]]; then
   echo "$OUT"
   exit 0

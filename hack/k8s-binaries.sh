@@ -21,7 +21,8 @@
 # metrics-server (metrics.k8s.io, for an HPA on CPU) from a fifth.
 #
 # Idempotent: when the cache already holds every binary for these versions it
-# prints the directory and exits. Prints the directory on stdout, progress on
+# prints the directory and exits; while another process builds them, it waits
+# for that build. Prints the directory on stdout, progress on
 # stderr.
 set -euo pipefail
 
@@ -65,6 +66,12 @@ complete() {
   for b in etcd "${K8S_CMDS[@]}"; do [[ -x "$OUT/$b" ]] || return 1; done
   [[ -n $ENVTEST_ONLY || (-x "$OUT/kube-router" && -x "$OUT/prometheus-adapter" && -x "$OUT/metrics-server") ]]
 }
+
+# One build of OUT at a time: a second caller (a build hack/test-e2e.sh
+# started in the background, say) waits for the first and then finds it done.
+mkdir -p "$CACHE"
+exec 9>"$CACHE/.${OUT##*/}.lock"
+flock 9
 
 if complete; then
   echo "$OUT"

@@ -12,7 +12,8 @@
 # and unpauses on wake, and that scales on an external metric served by
 # KEDA itself. The admission webhooks are not built.
 #
-# Idempotent: when the directory is complete it prints it and exits. The build
+# Idempotent: when the directory is complete it prints it and exits; while
+# another process builds it, it waits for that build. The build
 # goes to a temporary directory beside it, moved into place only once it is
 # complete. Prints the directory on stdout, progress on stderr.
 set -euo pipefail
@@ -24,6 +25,7 @@ CACHE=${ELASTI_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/elasti}
 OUT="$CACHE/keda-$VERSION"
 source "$(dirname "$0")/lib/module-release.sh"
 
+release_lock
 if [[ -x "$OUT/keda-operator" && -x "$OUT/keda-adapter" && -f "$OUT/crds/keda.sh_scaledobjects.yaml" ]]; then
   echo "$OUT"
   exit 0

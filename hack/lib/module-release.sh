@@ -5,17 +5,25 @@
 # release's source is downloaded and built in a copy of it.
 #
 # The caller sets NAME (for its log lines), CACHE and OUT (the finished
-# directory), then calls release_src and release_build, and release_done once
-# OUT's content is in $work/out.
+# directory), calls release_lock before it looks whether OUT is complete,
+# then release_src and release_build, and release_done once OUT's content is
+# in $work/out.
 
 export GOTOOLCHAIN=local GOFLAGS=-buildvcs=false CGO_ENABLED=0
 
 log() { echo "$NAME: $*" >&2; }
 
+# release_lock waits until no other process builds OUT (a build started in
+# the background by hack/test-e2e.sh, say) and holds the lock until exit.
+release_lock() {
+  mkdir -p "$CACHE"
+  exec 9>"$CACHE/.${OUT##*/}.lock"
+  flock 9
+}
+
 # release_src MODULE VERSION: a writable copy of the release's source in
 # $work/src, $work being a temporary directory beside OUT (removed on exit).
 release_src() {
-  mkdir -p "$CACHE"
   work=$(mktemp -d "$CACHE/.${OUT##*/}.build.XXXXXX")
   trap 'chmod -R u+w "$work" 2>/dev/null; rm -rf "$work"' EXIT
   local dir
