@@ -501,6 +501,78 @@ func stopNode(t *testing.T, e *Env, node string) time.Time {
 	return time.Now()
 }
 
+// operatorOn makes sure a replica of the operator runs on node, so that one
+// survives when the other node (away) stops. The operator's anti-affinity
+// across nodes is only preferred (a required one would stop a rolling
+// update on a single node), so both replicas can end up on one node: after
+// a rolling restart, say, or on a cluster grown from one node. Then away is
+// cordoned, its replica that is not the leader deleted, and the replacement
+// waited for on node.
+func operatorOn(t *testing.T, e *Env, node, away string) {
+	t.Helper()
+	ctx := context.Background()
+	pods, err := e.Pods(ctx, ElastiNamespace, map[string]string{"app.kubernetes.io/component": "operator"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var victim string
+	leader, err := e.OperatorLeader(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range pods {
+		if p.DeletionTimestamp != nil {
+			continue
+		}
+		if p.Spec.NodeName == node {
+			return
+		}
+		if p.Name != leader {
+			victim = p.Name
+		}
+	}
+	if victim == "" {
+		t.Fatalf("no operator replica on %s and none to move there but the leader", node)
+	}
+	setUnschedulable := func(v bool) error {
+		patch := []byte(fmt.Sprintf(`{"spec":{"unschedulable":%t}}`, v))
+		_, err := e.Clientset.CoreV1().Nodes().Patch(context.Background(), away, types.StrategicMergePatchType, patch, metav1.PatchOptions{})
+		return err
+	}
+	if err := setUnschedulable(true); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		if err := setUnschedulable(false); err != nil {
+			t.Errorf("uncordon %s: %v", away, err)
+		}
+	}()
+	if err := e.Clientset.CoreV1().Pods(ElastiNamespace).Delete(ctx, victim, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("both operator replicas ran on %s: moved %s's replacement to %s", away, victim, node)
+	Eventually(t, 2*time.Minute, time.Second, func(ctx context.Context) error {
+		if err := e.WaitRolledOut(ctx, ElastiNamespace, OperatorDeployment); err != nil {
+			return err
+		}
+		return podsOnSome(ctx, e, node)
+	})
+}
+
+// podsOnSome says whether a ready operator replica runs on node.
+func podsOnSome(ctx context.Context, e *Env, node string) error {
+	pods, err := e.Pods(ctx, ElastiNamespace, map[string]string{"app.kubernetes.io/component": "operator"})
+	if err != nil {
+		return err
+	}
+	for _, p := range pods {
+		if p.Spec.NodeName == node && p.DeletionTimestamp == nil && p.Status.Phase == corev1.PodRunning {
+			return nil
+		}
+	}
+	return fmt.Errorf("no running operator replica on %s", node)
+}
+
 // TestMultiNodeResolversNodeStopped: every resolver runs on the second node,
 // the target sleeps on the first, and the second node dies (elasti-cluster
 // node-stop: cut off, its kubelet, kube-proxy and containers killed).
@@ -514,6 +586,7 @@ func TestMultiNodeResolversNodeStopped(t *testing.T) {
 	e := Get(t)
 	first, second := twoNodes(t, e)
 	pinResolvers(t, e, second.NodeName)
+	operatorOn(t, e, first.NodeName, second.NodeName)
 	ns, ip := sleepyDemoApp(t, e, idle, onNode(first.NodeName))
 	e.WaitAsleep(t, ns, "demoapp", 2*time.Minute)
 	url := httpURL(ip, DemoHTTPPort)
@@ -591,6 +664,11 @@ func TestMultiNodeOperatorLeaderNodeStopped(t *testing.T) {
 	})
 	if err := e.WaitRolledOut(ctx, ElastiNamespace, OperatorDeployment); err != nil {
 		t.Fatal(err)
+	}
+	// And the other replica on the first node, to take over.
+	operatorOn(t, e, first.NodeName, second.NodeName)
+	if now, err := e.OperatorLeader(ctx); err != nil || now != leader {
+		t.Fatalf("the leader changed from %s to %s (%v) while the other replica moved", leader, now, err)
 	}
 	t.Logf("leader %s runs on %s", leader, second.NodeName)
 
