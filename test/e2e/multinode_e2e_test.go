@@ -511,23 +511,20 @@ func stopNode(t *testing.T, e *Env, node string) time.Time {
 func operatorOn(t *testing.T, e *Env, node, away string) {
 	t.Helper()
 	ctx := context.Background()
-	pods, err := e.Pods(ctx, ElastiNamespace, map[string]string{"app.kubernetes.io/component": "operator"})
-	if err != nil {
-		t.Fatal(err)
+	if operatorRunsOn(ctx, e, node) == nil {
+		return
 	}
-	var victim string
 	leader, err := e.OperatorLeader(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
+	pods, err := e.Pods(ctx, ElastiNamespace, operatorLabels)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var victim string
 	for _, p := range pods {
-		if p.DeletionTimestamp != nil {
-			continue
-		}
-		if p.Spec.NodeName == node {
-			return
-		}
-		if p.Name != leader {
+		if p.DeletionTimestamp == nil && p.Name != leader {
 			victim = p.Name
 		}
 	}
@@ -555,13 +552,16 @@ func operatorOn(t *testing.T, e *Env, node, away string) {
 		if err := e.WaitRolledOut(ctx, ElastiNamespace, OperatorDeployment); err != nil {
 			return err
 		}
-		return podsOnSome(ctx, e, node)
+		return operatorRunsOn(ctx, e, node)
 	})
 }
 
-// podsOnSome says whether a ready operator replica runs on node.
-func podsOnSome(ctx context.Context, e *Env, node string) error {
-	pods, err := e.Pods(ctx, ElastiNamespace, map[string]string{"app.kubernetes.io/component": "operator"})
+// operatorLabels select the operator's pods.
+var operatorLabels = map[string]string{"app.kubernetes.io/component": "operator"}
+
+// operatorRunsOn says whether a running operator replica is on node.
+func operatorRunsOn(ctx context.Context, e *Env, node string) error {
+	pods, err := e.Pods(ctx, ElastiNamespace, operatorLabels)
 	if err != nil {
 		return err
 	}
