@@ -3,6 +3,7 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
@@ -138,16 +139,62 @@ func classify(err error) string {
 	return s
 }
 
-func newLoadClient(timeout time.Duration) *http.Client {
-	return &http.Client{
-		Timeout: timeout,
-		Transport: &http.Transport{
-			Proxy:             nil,
-			DialContext:       (&net.Dialer{Timeout: 10 * time.Second}).DialContext,
-			DisableKeepAlives: true, // one connection per request, as new clients would
-			MaxConnsPerHost:   0,
-		},
+// oneShot sends GETs to one target, each on a connection of its own, as a
+// new client would: dial, write the request (Connection: close), read the
+// answer, then wait for the server to close before closing too.
+//
+// The wait matters at these rates. Whichever side closes first keeps the
+// connection's 4-tuple in TIME_WAIT for 60 s. When the load generator closed
+// first (an http.Client reading the body and closing before the server's FIN
+// arrived, which happened more often through the resolver), a few thousand of
+// its ports to the one target stayed in TIME_WAIT after a closed-loop run,
+// and in the next open-loop run the kernel's port search in connect()
+// (__inet_hash_connect) took the machine's CPU: the generator spent nearly
+// all of it in system time, requests waited seconds for a connection, and the
+// run reported that as the server's latency. The answer's latency is taken
+// when its last byte arrives, before the wait.
+type oneShot struct {
+	addr    string
+	req     []byte
+	timeout time.Duration
+	dialer  net.Dialer
+}
+
+func newOneShot(target string, timeout time.Duration) (*oneShot, error) {
+	u, err := url.Parse(target)
+	if err != nil {
+		return nil, err
 	}
+	req := fmt.Sprintf("GET %s HTTP/1.1\r\nHost: %s\r\nUser-Agent: elasti-bench\r\nConnection: close\r\n\r\n", u.RequestURI(), u.Host)
+	return &oneShot{addr: u.Host, req: []byte(req), timeout: timeout, dialer: net.Dialer{Timeout: 10 * time.Second}}, nil
+}
+
+// get returns the answer's status and when its last byte arrived.
+func (o *oneShot) get(ctx context.Context) (int, time.Time, error) {
+	ctx, cancel := context.WithTimeout(ctx, o.timeout)
+	defer cancel()
+	c, err := o.dialer.DialContext(ctx, "tcp", o.addr)
+	if err != nil {
+		return 0, time.Time{}, err
+	}
+	defer c.Close()
+	stop := context.AfterFunc(ctx, func() { _ = c.SetDeadline(time.Now()) })
+	defer stop()
+	if _, err := c.Write(o.req); err != nil {
+		return 0, time.Time{}, err
+	}
+	br := bufio.NewReader(c)
+	resp, err := http.ReadResponse(br, nil)
+	if err != nil {
+		return 0, time.Time{}, err
+	}
+	if _, err := io.Copy(io.Discard, resp.Body); err != nil {
+		return 0, time.Time{}, err
+	}
+	answered := time.Now()
+	// The server's close (its FIN): EOF, or the timeout if it never comes.
+	_, _ = io.Copy(io.Discard, br)
+	return resp.StatusCode, answered, nil
 }
 
 func doGet(ctx context.Context, c *http.Client, target string) (int, error) {
@@ -190,7 +237,10 @@ func loadMain(args []string) error {
 	ctx, cancel := context.WithTimeout(context.Background(), *duration+*timeout+5*time.Second)
 	defer cancel()
 	rc := &recorder{res: loadResult{Mode: *mode, Statuses: map[int]int{}, Errors: map[string]int{}}}
-	c := newLoadClient(*timeout)
+	c, err := newOneShot(*target, *timeout)
+	if err != nil {
+		return err
+	}
 	start := time.Now()
 	var wg sync.WaitGroup
 	switch *mode {
@@ -220,10 +270,10 @@ func loadMain(args []string) error {
 			go func() {
 				defer wg.Done()
 				defer func() { <-sem }()
-				status, err := doGet(ctx, c, *target)
+				status, at, err := c.get(ctx)
 				// From the time the request was due, so a late sender
 				// cannot hide queueing (coordinated omission).
-				rc.record(status, err, time.Since(due))
+				rc.record(status, err, at.Sub(due))
 			}()
 		}
 	case "closed":
@@ -234,8 +284,8 @@ func loadMain(args []string) error {
 				defer wg.Done()
 				for time.Now().Before(end) && ctx.Err() == nil {
 					t0 := time.Now()
-					status, err := doGet(ctx, c, *target)
-					rc.record(status, err, time.Since(t0))
+					status, at, err := c.get(ctx)
+					rc.record(status, err, at.Sub(t0))
 				}
 			}()
 		}
@@ -247,8 +297,8 @@ func loadMain(args []string) error {
 				defer wg.Done()
 				<-gate
 				t0 := time.Now()
-				status, err := doGet(ctx, c, *target)
-				rc.record(status, err, time.Since(t0))
+				status, at, err := c.get(ctx)
+				rc.record(status, err, at.Sub(t0))
 			}()
 		}
 		start = time.Now()
