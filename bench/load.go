@@ -166,7 +166,11 @@ func newOneShot(target string, timeout time.Duration) (*oneShot, error) {
 		return nil, err
 	}
 	req := fmt.Sprintf("GET %s HTTP/1.1\r\nHost: %s\r\nUser-Agent: elasti-bench\r\nConnection: close\r\n\r\n", u.RequestURI(), u.Host)
-	return &oneShot{addr: u.Host, req: []byte(req), timeout: timeout, dialer: net.Dialer{Timeout: 10 * time.Second}}, nil
+	port := u.Port()
+	if port == "" {
+		port = "80" // checkTarget allows http:// only
+	}
+	return &oneShot{addr: net.JoinHostPort(u.Hostname(), port), req: []byte(req), timeout: timeout, dialer: net.Dialer{Timeout: 10 * time.Second}}, nil
 }
 
 // get returns the answer's status and when its last byte arrived.

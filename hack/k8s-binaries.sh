@@ -42,9 +42,8 @@ K8S_CMDS=(kube-apiserver kube-controller-manager kube-scheduler kubelet kube-pro
 ENVTEST_ONLY=${ELASTI_K8S_ENVTEST_ONLY:-}
 [[ -n $ENVTEST_ONLY ]] && K8S_CMDS=(kube-apiserver)
 
-export GOTOOLCHAIN=local GOFLAGS=-buildvcs=false CGO_ENABLED=0
-
-log() { echo "k8s-binaries: $*" >&2; }
+NAME=k8s-binaries
+source "$(dirname "$0")/lib/module-release.sh" # its Go settings, log and release_lock
 
 # progress runs a long build and says every minute that it is still going, so
 # that a first run does not look hung.
@@ -67,11 +66,7 @@ complete() {
   [[ -n $ENVTEST_ONLY || (-x "$OUT/kube-router" && -x "$OUT/prometheus-adapter" && -x "$OUT/metrics-server") ]]
 }
 
-# One build of OUT at a time: a second caller (a build hack/test-e2e.sh
-# started in the background, say) waits for the first and then finds it done.
-mkdir -p "$CACHE"
-exec 9>"$CACHE/.${OUT##*/}.lock"
-flock 9
+release_lock
 
 if complete; then
   echo "$OUT"
