@@ -1,7 +1,7 @@
 package resolver
 
 import (
-	"bufio"
+	"io"
 	"net"
 	"sync"
 )
@@ -53,8 +53,13 @@ type mappedConn struct {
 	target Target
 	port   int32
 	mapped bool
-	// r replays bytes peeked to tell HTTP from other traffic; nil if none.
-	r *bufio.Reader
+	// r replays bytes read before the server got the connection: peeked
+	// to tell HTTP from other traffic, or a parked request's head (park.go);
+	// nil if none.
+	r io.Reader
+	// resume is a parked request's hold outcome, for the first request read
+	// from the connection; nil if it was not parked.
+	resume *resumption
 }
 
 func (c *mappedConn) Read(p []byte) (int, error) {

@@ -23,6 +23,9 @@ type route struct {
 	// mapped says the port map named a Target for port. An unmapped
 	// connection is still served, but only ever gets a 404.
 	mapped bool
+	// resume is the outcome of the hold of a parked request on this
+	// connection, taken by the first request read from it (park.go).
+	resume *resumption
 
 	// released says the hold let the request through: target has a
 	// ready endpoint, and deadline and done bound the dial.

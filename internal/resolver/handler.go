@@ -28,9 +28,10 @@ func (r *Resolver) newServer() *http.Server {
 		IdleTimeout:       r.opts.IdleTimeout,
 		MaxHeaderBytes:    r.opts.MaxHeaderBytes,
 		ErrorLog:          r.errorLog,
+		ConnState:         connState,
 		ConnContext: func(ctx context.Context, c net.Conn) context.Context {
 			if mc, ok := c.(*mappedConn); ok {
-				return withRoute(ctx, route{target: mc.target, port: mc.port, mapped: mc.mapped})
+				return withRoute(ctx, route{target: mc.target, port: mc.port, mapped: mc.mapped, resume: mc.resume})
 			}
 			return ctx
 		},
@@ -136,7 +137,15 @@ func (r *Resolver) holdUntilReady(next http.Handler) http.Handler {
 				return body.watch()
 			}
 		}
-		end, err := r.hold(req.Context(), t, watch)
+		end, err, resumed := rt.resume.take()
+		if !resumed {
+			if body == nil && watch == nil && r.parks(req, t) && r.park(w, req, rt) {
+				// The connection is the resolver's now; the request comes
+				// back through the server with its outcome (park.go).
+				return
+			}
+			end, err = r.hold(req.Context(), t, watch)
+		}
 		if body != nil {
 			if err == nil {
 				err = body.release()

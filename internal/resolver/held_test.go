@@ -57,6 +57,7 @@ func TestHeldHTTP1ClientGoneIsNeverForwarded(t *testing.T) {
 		{"chunked POST, then close", "POST /charge HTTP/1.1\r\nHost: web\r\nTransfer-Encoding: chunked\r\n\r\nb\r\namount=1234\r\n0\r\n\r\n", "close"},
 		{"POST cut short, then close", "POST /charge HTTP/1.1\r\nHost: web\r\nContent-Length: 100\r\n\r\namount=", "close"},
 		{"GET, then close", "GET /charge HTTP/1.1\r\nHost: web\r\n\r\n", "close"},
+		{"GET, then reset", "GET /charge HTTP/1.1\r\nHost: web\r\n\r\n", "reset"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			h := newHarness(t, 1, nil)

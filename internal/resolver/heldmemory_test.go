@@ -35,12 +35,13 @@ import (
 // the memory return after the drain (memoryReturner) measured once it ran,
 // and without it ("no-return") measured after the same wait.
 func BenchmarkHeldMemory(b *testing.B) {
-	b.Run("paced", func(b *testing.B) { benchmarkHeld(b, DefaultReleaseConcurrency, true) })
-	b.Run("unpaced", func(b *testing.B) { benchmarkHeld(b, 1<<20, true) })
-	b.Run("paced-no-return", func(b *testing.B) { benchmarkHeld(b, DefaultReleaseConcurrency, false) })
+	b.Run("paced", func(b *testing.B) { benchmarkHeld(b, DefaultReleaseConcurrency, true, false) })
+	b.Run("unpaced", func(b *testing.B) { benchmarkHeld(b, 1<<20, true, false) })
+	b.Run("paced-no-return", func(b *testing.B) { benchmarkHeld(b, DefaultReleaseConcurrency, false, false) })
+	b.Run("paced-in-handler", func(b *testing.B) { benchmarkHeld(b, DefaultReleaseConcurrency, true, true) })
 }
 
-func benchmarkHeld(b *testing.B, release int, returnMemory bool) {
+func benchmarkHeld(b *testing.B, release int, returnMemory, inHandler bool) {
 	const heldN = 2000
 	const returnAfter = 2 * time.Second
 	atPeak := heldN
@@ -50,10 +51,11 @@ func benchmarkHeld(b *testing.B, release int, returnMemory bool) {
 	h := newHarness(b, 1, func(o *Options) {
 		o.MaxHeld, o.ReleaseConcurrency, o.Log = heldN, release, logr.Discard()
 		o.ReturnMemoryAtPeak, o.ReturnMemoryAfter = atPeak, returnAfter
+		o.HoldInHandler = inHandler
 	})
 	up := echoUpstream(b)
 	h.mapPort("web", "websvc", nil, h.proxyPort(0, "http", ""))
-	var perHeld, stackPerHeld, goroutinesPerHeld, releaseMS, peakMiB, keptMiB float64
+	var perHeld, peakHeldRSS, stackPerHeld, goroutinesPerHeld, releaseMS, peakMiB, keptMiB float64
 	returns := 0.0
 	for b.Loop() {
 		h.endpoints.Delete("ns", "websvc-abc")
@@ -66,7 +68,8 @@ func benchmarkHeld(b *testing.B, release int, returnMemory bool) {
 		// From a fully returned heap, so that what an earlier iteration
 		// or sub-benchmark left free does not count in either case.
 		debug.FreeOSMemory()
-		keptBefore := keptBytes()
+		keptBefore, rssBefore := keptBytes(), rss()
+		resetPeakRSS()
 		conns := make([]net.Conn, heldN)
 		for i := range conns {
 			c, err := net.Dial("tcp", h.addr(0))
@@ -79,6 +82,7 @@ func benchmarkHeld(b *testing.B, release int, returnMemory bool) {
 			conns[i] = c
 		}
 		h.eventually("every request is held", func() bool { return h.held("web") == heldN })
+		peakHeldRSS = (float64(peakRSS()) - float64(rssBefore)) / heldN
 		perHeld = float64(liveBytes()-before) / heldN
 		stackPerHeld = (float64(stackBytes()) - float64(stacksBefore)) / heldN
 		goroutinesPerHeld = float64(runtime.NumGoroutine()-goroutines) / heldN
@@ -108,6 +112,7 @@ func benchmarkHeld(b *testing.B, release int, returnMemory bool) {
 		keptMiB = (float64(keptBytes()) - float64(keptBefore)) / (1 << 20)
 	}
 	b.ReportMetric(perHeld, "B/held")
+	b.ReportMetric(peakHeldRSS, "peakRSSB/held")
 	b.ReportMetric(stackPerHeld, "stackB/held")
 	b.ReportMetric(goroutinesPerHeld, "goroutines/held")
 	b.ReportMetric(releaseMS, "ms-release")
@@ -127,13 +132,19 @@ func keptBytes() uint64 {
 func resetPeakRSS() { _ = os.WriteFile("/proc/self/clear_refs", []byte("5"), 0) }
 
 // peakRSS is the process's VmHWM in bytes, 0 where it cannot be read.
-func peakRSS() uint64 {
+func peakRSS() uint64 { return procStatus("VmHWM:") }
+
+// rss is the process's VmRSS in bytes, 0 where it cannot be read.
+func rss() uint64 { return procStatus("VmRSS:") }
+
+// procStatus reads one kB figure of /proc/self/status in bytes.
+func procStatus(field string) uint64 {
 	data, err := os.ReadFile("/proc/self/status")
 	if err != nil {
 		return 0
 	}
 	for _, line := range strings.Split(string(data), "\n") {
-		if v, ok := strings.CutPrefix(line, "VmHWM:"); ok {
+		if v, ok := strings.CutPrefix(line, field); ok {
 			kb, _ := strconv.ParseUint(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64)
 			return kb << 10
 		}

@@ -41,6 +41,12 @@ type Resolver struct {
 	// errorLog takes net/http's own error logs, for the server and proxy.
 	errorLog *log.Logger
 
+	// parked counts the requests held without their handler (park.go);
+	// parkedIdle is closed when it reaches zero.
+	parkedMu   sync.Mutex
+	parked     int
+	parkedIdle chan struct{}
+
 	// conns counts accepted connections still being handled, for the drain.
 	connsMu sync.Mutex
 	conns   int
@@ -172,6 +178,12 @@ func (r *Resolver) drain(ctx context.Context, periodOver <-chan time.Time) {
 	if r.listeners != nil {
 		r.listeners.close()
 	}
+	// Parked requests come back through the server when their hold ends,
+	// so it must still serve until they have.
+	select {
+	case <-r.parkedDone():
+	case <-ctx.Done():
+	}
 	if err := r.server.Shutdown(ctx); err != nil {
 		r.opts.Log.Info("drain timeout passed with requests in flight; cutting them", "err", err.Error())
 	}
@@ -195,6 +207,7 @@ func (r *Resolver) Close() {
 	r.memory.stop()
 	_ = r.server.Close()
 	<-r.connsIdle()
+	<-r.parkedDone()
 }
 
 // Ports are the bound resolver ports.

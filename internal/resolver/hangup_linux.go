@@ -1,0 +1,128 @@
+//go:build linux
+
+package resolver
+
+import (
+	"fmt"
+	"net"
+	"sync"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+)
+
+// hangupWatcher sees clients of parked requests leave, for all of them at
+// once: one epoll set, separate from the Go runtime's, and one goroutine
+// waiting on it, instead of a goroutine blocked in a read per parked
+// request. Each connection is watched once (EPOLLONESHOT): a hangup, reset
+// or half-close ends its hold as a client that left; bytes that arrive end
+// the watch with the client still there, as net/http's background read
+// does when the client sends a pipelined request.
+type hangupWatcher struct {
+	epfd int
+
+	mu      sync.Mutex
+	next    int32
+	watches map[int32]chan<- error
+}
+
+var sharedHangups struct {
+	once sync.Once
+	w    *hangupWatcher
+}
+
+// watchHangup starts watching c for its client leaving. gone delivers
+// ErrClientGone at most once; stop ends the watch and must be called
+// before c is handed on or closed. ok is false when c cannot be watched
+// this way (not a socket, or no epoll); the caller then reads instead.
+func watchHangup(c net.Conn) (gone <-chan error, stop func(), ok bool) {
+	sharedHangups.once.Do(func() {
+		fd, err := unix.EpollCreate1(unix.EPOLL_CLOEXEC)
+		if err != nil {
+			return
+		}
+		sharedHangups.w = &hangupWatcher{epfd: fd, watches: map[int32]chan<- error{}}
+		go sharedHangups.w.run()
+	})
+	if sharedHangups.w == nil {
+		return nil, nil, false
+	}
+	return sharedHangups.w.watch(c)
+}
+
+func (w *hangupWatcher) watch(c net.Conn) (<-chan error, func(), bool) {
+	sc, ok := c.(syscall.Conn)
+	if !ok {
+		return nil, nil, false
+	}
+	rc, err := sc.SyscallConn()
+	if err != nil {
+		return nil, nil, false
+	}
+	gone := make(chan error, 1)
+	w.mu.Lock()
+	for {
+		// Ids wrap after 2^31 watches; one still in use is skipped.
+		w.next++
+		if _, used := w.watches[w.next]; !used {
+			break
+		}
+	}
+	id := w.next
+	w.watches[id] = gone
+	w.mu.Unlock()
+	forget := func() {
+		w.mu.Lock()
+		delete(w.watches, id)
+		w.mu.Unlock()
+	}
+	var ctlErr error
+	err = rc.Control(func(fd uintptr) {
+		// A connection already closed by its client reports so at once.
+		ev := unix.EpollEvent{Events: unix.EPOLLIN | unix.EPOLLRDHUP | unix.EPOLLONESHOT, Fd: id}
+		ctlErr = unix.EpollCtl(w.epfd, unix.EPOLL_CTL_ADD, int(fd), &ev)
+	})
+	if err != nil || ctlErr != nil {
+		forget()
+		return nil, nil, false
+	}
+	var once sync.Once
+	stop := func() {
+		once.Do(func() {
+			forget()
+			_ = rc.Control(func(fd uintptr) {
+				_ = unix.EpollCtl(w.epfd, unix.EPOLL_CTL_DEL, int(fd), nil)
+			})
+		})
+	}
+	return gone, stop, true
+}
+
+// run delivers the events of the epoll set for the life of the process.
+func (w *hangupWatcher) run() {
+	events := make([]unix.EpollEvent, 256)
+	for {
+		n, err := unix.EpollWait(w.epfd, events, -1)
+		if err != nil {
+			// EINTR; anything else cannot happen with this set and
+			// buffer, and would leave watched clients to be seen at
+			// their release instead.
+			if err == unix.EINTR {
+				continue
+			}
+			return
+		}
+		w.mu.Lock()
+		for _, ev := range events[:n] {
+			gone, ok := w.watches[ev.Fd]
+			if !ok {
+				continue // stopped meanwhile
+			}
+			delete(w.watches, ev.Fd)
+			if ev.Events&(unix.EPOLLRDHUP|unix.EPOLLHUP|unix.EPOLLERR) != 0 {
+				gone <- fmt.Errorf("%w: connection closed (epoll events %#x)", ErrClientGone, ev.Events)
+			}
+		}
+		w.mu.Unlock()
+	}
+}

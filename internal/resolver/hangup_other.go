@@ -1,0 +1,9 @@
+//go:build !linux
+
+package resolver
+
+import "net"
+
+// watchHangup has no shared watcher outside Linux: parked requests are
+// watched by a read of their own (parked.watch).
+func watchHangup(net.Conn) (gone <-chan error, stop func(), ok bool) { return nil, nil, false }

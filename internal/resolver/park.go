@@ -1,0 +1,251 @@
+package resolver
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Parking a held request.
+//
+// A request held in its net/http handler keeps everything net/http gave its
+// connection: the serve loop's goroutine and deep stack, the background
+// read's goroutine, a 4 KiB reader, a 4 KiB writer and a 2 KiB response
+// writer, and the parsed request. That is about 30 KiB per held request
+// (docs/benchmarks.md#burst), and the first burst after a night at zero
+// holds thousands of them at once.
+//
+// A bodiless HTTP/1.x request does not need any of it while it waits. The
+// handler writes the request's head back into bytes, takes the connection
+// from net/http (Hijack) and returns; what is left is the connection, those
+// bytes, the goroutine that waits for the hold's end and one that watches
+// the client. When the hold ends, the connection goes back to the same
+// http.Server with the head in front of its unread bytes, and the hold's
+// outcome attached: the server reads the same request again, and
+// holdUntilReady acts on the outcome instead of holding a second time. From
+// there on the request is forwarded, or refused, exactly as one held in
+// its handler, and the connection lives on as any other (keep-alive,
+// pipelining).
+//
+// Requests with a body stay in their handler: their body must be read ahead
+// to see the client leave (heldbody.go). HTTP/2 streams cannot be taken from
+// their connection, and upgrades stay where net/http's handling of them is.
+
+// resumption is a parked request's hold outcome, waiting for the first
+// request read from its connection once that is back with the server.
+type resumption struct {
+	taken atomic.Bool
+	end   holdEnd
+	err   error
+	// settled ends the parked request's count (trackParked) once the
+	// server has it in hand: reading it (http.StateActive), or done with
+	// the connection. From then on the server's Shutdown waits for it.
+	settled func()
+}
+
+// connState is the server's ConnState hook: a resumed connection stops
+// counting as parked once the server has left StateNew with it.
+func connState(c net.Conn, st http.ConnState) {
+	if mc, ok := c.(*mappedConn); ok && mc.resume != nil && st != http.StateNew {
+		mc.resume.settled()
+	}
+}
+
+// take returns the outcome once; later requests on the connection, and
+// a nil resumption, get false.
+func (s *resumption) take() (holdEnd, error, bool) {
+	if s == nil || !s.taken.CompareAndSwap(false, true) {
+		return holdEnd{}, nil, false
+	}
+	return s.end, s.err, true
+}
+
+// parks says whether a held request is parked rather than held in its
+// handler: HTTP/1.x without a body and without an upgrade, whose target has
+// no ready endpoint now. (A target with one lets it through at once; parking
+// it would only cost a round through the server.)
+func (r *Resolver) parks(req *http.Request, t Target) bool {
+	return !r.opts.HoldInHandler &&
+		req.ProtoMajor == 1 &&
+		(req.Body == nil || req.Body == http.NoBody) &&
+		req.ContentLength == 0 && len(req.TransferEncoding) == 0 &&
+		req.Header.Get("Upgrade") == "" &&
+		len(r.endpoints.Ready(t.Service, t.PortName)) == 0
+}
+
+// park takes req's connection from net/http and holds the request without
+// its handler. It returns false, having changed nothing, when the
+// connection cannot be taken; the caller then holds the request itself.
+func (r *Resolver) park(w http.ResponseWriter, req *http.Request, rt route) bool {
+	head := requestHead(req)
+	conn, rw, err := http.NewResponseController(w).Hijack()
+	if err != nil {
+		return false
+	}
+	// Bytes the client sent after the request (a pipelined next one) are
+	// in net/http's reader, which is dropped with the rest.
+	if n := rw.Reader.Buffered(); n > 0 {
+		ahead, _ := rw.Peek(n)
+		head = append(head, ahead...)
+	}
+	raw, rest := conn, io.Reader(conn)
+	if m, ok := conn.(*mappedConn); ok {
+		raw, rest = m.Conn, m.Conn
+		if m.r != nil {
+			// A connection that was parked before: what net/http has not
+			// read of it yet starts in m.r.
+			rest = m.r
+		}
+	}
+	p := &parked{conn: raw, rest: rest, head: head, done: r.trackParked()}
+	go r.holdParked(p, rt)
+	return true
+}
+
+// parked is a request held without its handler.
+type parked struct {
+	// conn is the client's connection; rest reads what follows head on
+	// it, which is conn itself unless bytes read before are replayed.
+	conn net.Conn
+	rest io.Reader
+	// head is the request's head as the client could have sent it,
+	// followed by whatever the client sent after it.
+	head []byte
+	// done ends the parked request's count (trackParked).
+	done func()
+	// stop ends the shared watcher's watch (hangup_linux.go); nil if
+	// there is none.
+	stop func()
+	// reading is closed when the watch's own read has returned, where
+	// there is no shared watcher; nil until that watch starts.
+	reading chan struct{}
+}
+
+// watch sees the client leave while its request is parked, as net/http's
+// background read does for a request in its handler. On Linux the shared
+// watcher does it (hangup_linux.go), with no goroutine per request.
+// Elsewhere, and for a connection it cannot watch, a read does: a byte that
+// arrives (a pipelined request) ends that watch and is kept, as in net/http;
+// the client is there, and the rest of what it sent waits in the socket.
+func (p *parked) watch() <-chan error {
+	if gone, stop, ok := watchHangup(p.conn); ok {
+		p.stop = stop
+		return gone
+	}
+	gone := make(chan error, 1)
+	p.reading = make(chan struct{})
+	go func() {
+		defer close(p.reading)
+		var b [1]byte
+		n, err := p.rest.Read(b[:])
+		switch {
+		case n > 0:
+			p.head = append(p.head, b[0])
+		case err != nil && !isTimeout(err): // a timeout is stopWatch
+			gone <- fmt.Errorf("%w: %w", ErrClientGone, err)
+		}
+	}()
+	return gone
+}
+
+// stopWatch ends the watch's read and waits for it, so that nothing reads
+// the connection once it is handed back.
+func (p *parked) stopWatch() {
+	if p.stop != nil {
+		p.stop()
+		return
+	}
+	if p.reading == nil {
+		return
+	}
+	// Socket deadlines are wall-clock by nature.
+	_ = p.conn.SetReadDeadline(time.Unix(1, 0))
+	<-p.reading
+	_ = p.conn.SetReadDeadline(time.Time{})
+}
+
+// holdParked holds a parked request until its hold ends, then gives its
+// connection back to the server with the outcome, or closes it if the
+// client left.
+func (r *Resolver) holdParked(p *parked, rt route) {
+	end, err := r.hold(context.Background(), rt.target, p.watch)
+	p.stopWatch()
+	if errors.Is(err, ErrClientGone) {
+		r.opts.Log.V(1).Info("request abandoned while held", "elastiservice", rt.target.ElastiService.String(), "reason", err.Error())
+		_ = p.conn.Close()
+		p.done()
+		return
+	}
+	resume := &resumption{end: end, err: err, settled: p.done}
+	if !r.httpConns.push(&mappedConn{
+		Conn:   p.conn,
+		target: rt.target,
+		port:   rt.port,
+		mapped: true,
+		r:      io.MultiReader(bytes.NewReader(p.head), p.rest),
+		resume: resume,
+	}) {
+		// The server is closed: push closed the connection.
+		resume.settled()
+	}
+}
+
+// requestHead writes req's request line and header fields back into the
+// bytes net/http parsed them from, up to the order and case of the header
+// names, which carry no meaning. req has no body.
+func requestHead(req *http.Request) []byte {
+	var b bytes.Buffer
+	b.Grow(256)
+	fmt.Fprintf(&b, "%s %s HTTP/%d.%d\r\n", req.Method, req.RequestURI, req.ProtoMajor, req.ProtoMinor)
+	if req.Host != "" {
+		fmt.Fprintf(&b, "Host: %s\r\n", req.Host)
+	}
+	_ = req.Header.Write(&b)
+	b.WriteString("\r\n")
+	return b.Bytes()
+}
+
+// trackParked counts a parked request until done is called, which is once
+// the server has its connection back in hand (connState) or it is closed;
+// drain waits for the count to reach zero before it shuts the server down,
+// so that parked requests still find it serving when their hold ends, and
+// its Shutdown then waits for them as for any request.
+func (r *Resolver) trackParked() (done func()) {
+	r.parkedMu.Lock()
+	r.parked++
+	r.parkedMu.Unlock()
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			r.parkedMu.Lock()
+			defer r.parkedMu.Unlock()
+			r.parked--
+			if r.parked == 0 && r.parkedIdle != nil {
+				close(r.parkedIdle)
+				r.parkedIdle = nil
+			}
+		})
+	}
+}
+
+// parkedDone returns a channel closed once no request is parked.
+func (r *Resolver) parkedDone() <-chan struct{} {
+	r.parkedMu.Lock()
+	defer r.parkedMu.Unlock()
+	ch := make(chan struct{})
+	if r.parked == 0 {
+		close(ch)
+		return ch
+	}
+	if r.parkedIdle == nil {
+		r.parkedIdle = make(chan struct{})
+	}
+	return r.parkedIdle
+}
