@@ -39,6 +39,9 @@ type route struct {
 	// waited; its answer then carries HeaderColdStart.
 	coldStart bool
 	waited    time.Duration
+	// turn ends the release pacer's turn a parked request already holds;
+	// nil for the others, which wait for theirs in forward.
+	turn func()
 }
 
 type routeKey struct{}

@@ -16,7 +16,7 @@ func TestRouteFromContext(t *testing.T) {
 	}
 	want := route{target: Target{PortName: "http"}, port: 20001, mapped: true}
 	got, ok := routeFrom(withRoute(context.Background(), want))
-	if !ok || got != want {
+	if !ok || got.target != want.target || got.port != want.port || got.mapped != want.mapped {
 		t.Fatalf("routeFrom = %+v, %v; want %+v, true", got, ok, want)
 	}
 }

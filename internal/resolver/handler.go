@@ -137,7 +137,7 @@ func (r *Resolver) holdUntilReady(next http.Handler) http.Handler {
 				return body.watch()
 			}
 		}
-		end, err, resumed := rt.resume.take()
+		end, turn, err, resumed := rt.resume.take()
 		if !resumed {
 			if body == nil && watch == nil && r.parks(req, t) && r.park(w, req, rt) {
 				// The connection is the resolver's now; the request comes
@@ -196,7 +196,7 @@ func (r *Resolver) holdUntilReady(next http.Handler) http.Handler {
 		_ = http.NewResponseController(w).EnableFullDuplex()
 		// end.dest is t, or t pointed at its fallback Service.
 		rt.target, rt.released, rt.deadline, rt.done = end.dest, true, end.deadline, req.Context().Done()
-		rt.coldStart, rt.waited = end.coldStart, end.waited
+		rt.coldStart, rt.waited, rt.turn = end.coldStart, end.waited, turn
 		next.ServeHTTP(w, req.WithContext(withRoute(req.Context(), rt)))
 	})
 }

@@ -23,7 +23,7 @@ type hangupWatcher struct {
 
 	mu      sync.Mutex
 	next    int32
-	watches map[int32]chan<- error
+	watches map[int32]func(error)
 }
 
 var sharedHangups struct {
@@ -31,35 +31,35 @@ var sharedHangups struct {
 	w    *hangupWatcher
 }
 
-// watchHangup starts watching c for its client leaving. gone delivers
-// ErrClientGone at most once; stop ends the watch and must be called
-// before c is handed on or closed. ok is false when c cannot be watched
-// this way (not a socket, or no epoll); the caller then reads instead.
-func watchHangup(c net.Conn) (gone <-chan error, stop func(), ok bool) {
+// watchHangup starts watching c for its client leaving, and calls left
+// with an ErrClientGone, at most once, when it does; left must not block.
+// stop ends the watch and must be called before c is handed on or closed.
+// ok is false when c cannot be watched this way (not a socket, or no
+// epoll); the caller then reads instead.
+func watchHangup(c net.Conn, left func(error)) (stop func(), ok bool) {
 	sharedHangups.once.Do(func() {
 		fd, err := unix.EpollCreate1(unix.EPOLL_CLOEXEC)
 		if err != nil {
 			return
 		}
-		sharedHangups.w = &hangupWatcher{epfd: fd, watches: map[int32]chan<- error{}}
+		sharedHangups.w = &hangupWatcher{epfd: fd, watches: map[int32]func(error){}}
 		go sharedHangups.w.run()
 	})
 	if sharedHangups.w == nil {
-		return nil, nil, false
+		return nil, false
 	}
-	return sharedHangups.w.watch(c)
+	return sharedHangups.w.watch(c, left)
 }
 
-func (w *hangupWatcher) watch(c net.Conn) (<-chan error, func(), bool) {
+func (w *hangupWatcher) watch(c net.Conn, left func(error)) (func(), bool) {
 	sc, ok := c.(syscall.Conn)
 	if !ok {
-		return nil, nil, false
+		return nil, false
 	}
 	rc, err := sc.SyscallConn()
 	if err != nil {
-		return nil, nil, false
+		return nil, false
 	}
-	gone := make(chan error, 1)
 	w.mu.Lock()
 	for {
 		// Ids wrap after 2^31 watches; one still in use is skipped.
@@ -69,7 +69,7 @@ func (w *hangupWatcher) watch(c net.Conn) (<-chan error, func(), bool) {
 		}
 	}
 	id := w.next
-	w.watches[id] = gone
+	w.watches[id] = left
 	w.mu.Unlock()
 	forget := func() {
 		w.mu.Lock()
@@ -84,7 +84,7 @@ func (w *hangupWatcher) watch(c net.Conn) (<-chan error, func(), bool) {
 	})
 	if err != nil || ctlErr != nil {
 		forget()
-		return nil, nil, false
+		return nil, false
 	}
 	var once sync.Once
 	stop := func() {
@@ -95,7 +95,7 @@ func (w *hangupWatcher) watch(c net.Conn) (<-chan error, func(), bool) {
 			})
 		})
 	}
-	return gone, stop, true
+	return stop, true
 }
 
 // run delivers the events of the epoll set for the life of the process.
@@ -114,13 +114,13 @@ func (w *hangupWatcher) run() {
 		}
 		w.mu.Lock()
 		for _, ev := range events[:n] {
-			gone, ok := w.watches[ev.Fd]
+			left, ok := w.watches[ev.Fd]
 			if !ok {
 				continue // stopped meanwhile
 			}
 			delete(w.watches, ev.Fd)
 			if ev.Events&(unix.EPOLLRDHUP|unix.EPOLLHUP|unix.EPOLLERR) != 0 {
-				gone <- fmt.Errorf("%w: connection closed (epoll events %#x)", ErrClientGone, ev.Events)
+				left(fmt.Errorf("%w: connection closed (epoll events %#x)", ErrClientGone, ev.Events))
 			}
 		}
 		w.mu.Unlock()

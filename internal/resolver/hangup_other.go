@@ -6,4 +6,4 @@ import "net"
 
 // watchHangup has no shared watcher outside Linux: parked requests are
 // watched by a read of their own (parked.watch).
-func watchHangup(net.Conn) (gone <-chan error, stop func(), ok bool) { return nil, nil, false }
+func watchHangup(net.Conn, func(error)) (stop func(), ok bool) { return nil, false }

@@ -1,7 +1,6 @@
 package resolver
 
 import (
-	"context"
 	"sync"
 	"time"
 
@@ -37,9 +36,9 @@ func newReleasePacer(limit int, slot time.Duration) *releasePacer {
 }
 
 // wait blocks until it is the request's turn to be forwarded to key's
-// target, or ctx ends (the client left: false). The returned done ends the
-// turn; calling it more than once is harmless.
-func (p *releasePacer) wait(ctx context.Context, key types.NamespacedName) (done func(), ok bool) {
+// target, or gone is closed (the client left: false). The returned done ends
+// the turn; calling it more than once is harmless.
+func (p *releasePacer) wait(gone <-chan struct{}, key types.NamespacedName) (done func(), ok bool) {
 	p.mu.Lock()
 	pc := p.paces[key]
 	if pc == nil {
@@ -51,16 +50,18 @@ func (p *releasePacer) wait(ctx context.Context, key types.NamespacedName) (done
 
 	select {
 	case pc.turns <- struct{}{}:
-	case <-ctx.Done():
+	case <-gone:
 		p.leave(key, pc)
 		return nil, false
 	}
 	// A turn that came free as the client left may win the select: the
 	// client is gone all the same, and the turn goes to the next one.
-	if ctx.Err() != nil {
+	select {
+	case <-gone:
 		<-pc.turns
 		p.leave(key, pc)
 		return nil, false
+	default:
 	}
 	var once sync.Once
 	end := func() {

@@ -44,6 +44,9 @@ type resumption struct {
 	taken atomic.Bool
 	end   holdEnd
 	err   error
+	// turn ends the release pacer's turn the request waited for while
+	// parked; nil if it needs none.
+	turn func()
 	// settled ends the parked request's count (trackParked) once the
 	// server has it in hand: reading it (http.StateActive), or done with
 	// the connection. From then on the server's Shutdown waits for it.
@@ -51,20 +54,33 @@ type resumption struct {
 }
 
 // connState is the server's ConnState hook: a resumed connection stops
-// counting as parked once the server has left StateNew with it.
+// counting as parked once the server has left StateNew with it, and one
+// that closes before its request was read gives back its turn.
 func connState(c net.Conn, st http.ConnState) {
-	if mc, ok := c.(*mappedConn); ok && mc.resume != nil && st != http.StateNew {
-		mc.resume.settled()
+	mc, ok := c.(*mappedConn)
+	if !ok || mc.resume == nil || st == http.StateNew {
+		return
 	}
+	if st == http.StateClosed || st == http.StateHijacked {
+		mc.resume.abandon()
+	}
+	mc.resume.settled()
 }
 
 // take returns the outcome once; later requests on the connection, and
-// a nil resumption, get false.
-func (s *resumption) take() (holdEnd, error, bool) {
+// a nil resumption, get false. turn is the pacer's turn, if one is held.
+func (s *resumption) take() (end holdEnd, turn func(), err error, ok bool) {
 	if s == nil || !s.taken.CompareAndSwap(false, true) {
-		return holdEnd{}, nil, false
+		return holdEnd{}, nil, nil, false
 	}
-	return s.end, s.err, true
+	return s.end, s.turn, s.err, true
+}
+
+// abandon gives back the turn of an outcome nobody will take.
+func (s *resumption) abandon() {
+	if s.taken.CompareAndSwap(false, true) && s.turn != nil {
+		s.turn()
+	}
 }
 
 // parks says whether a held request is parked rather than held in its
@@ -104,7 +120,7 @@ func (r *Resolver) park(w http.ResponseWriter, req *http.Request, rt route) bool
 			rest = m.r
 		}
 	}
-	p := &parked{conn: raw, rest: rest, head: head, done: r.trackParked()}
+	p := &parked{conn: raw, rest: rest, head: head, done: r.trackParked(), left: make(chan struct{})}
 	go r.holdParked(p, rt)
 	return true
 }
@@ -120,6 +136,8 @@ type parked struct {
 	head []byte
 	// done ends the parked request's count (trackParked).
 	done func()
+	// left is closed when the watch sees the client leave.
+	left chan struct{}
 	// stop ends the shared watcher's watch (hangup_linux.go); nil if
 	// there is none.
 	stop func()
@@ -135,11 +153,16 @@ type parked struct {
 // arrives (a pipelined request) ends that watch and is kept, as in net/http;
 // the client is there, and the rest of what it sent waits in the socket.
 func (p *parked) watch() <-chan error {
-	if gone, stop, ok := watchHangup(p.conn); ok {
+	gone := make(chan error, 1)
+	// Called at most once, and must not block (hangup_linux.go).
+	leave := func(err error) {
+		gone <- err
+		close(p.left)
+	}
+	if stop, ok := watchHangup(p.conn, leave); ok {
 		p.stop = stop
 		return gone
 	}
-	gone := make(chan error, 1)
 	p.reading = make(chan struct{})
 	go func() {
 		defer close(p.reading)
@@ -149,7 +172,7 @@ func (p *parked) watch() <-chan error {
 		case n > 0:
 			p.head = append(p.head, b[0])
 		case err != nil && !isTimeout(err): // a timeout is stopWatch
-			gone <- fmt.Errorf("%w: %w", ErrClientGone, err)
+			leave(fmt.Errorf("%w: %w", ErrClientGone, err))
 		}
 	}()
 	return gone
@@ -176,6 +199,22 @@ func (p *parked) stopWatch() {
 // client left.
 func (r *Resolver) holdParked(p *parked, rt route) {
 	end, err := r.hold(context.Background(), rt.target, p.watch)
+	var turn func()
+	if err == nil && end.coldStart {
+		// The release pacer's turn is waited for here, still parked and
+		// watched, so that a burst comes back to the server no faster
+		// than it is forwarded: the memory of a request in the server is
+		// what parking saves.
+		done, ok := r.pacer.wait(p.left, end.dest.ElastiService)
+		if !ok {
+			r.opts.Log.V(1).Info("client went away while waiting for its turn", "elastiservice", rt.target.ElastiService.String())
+			p.stopWatch()
+			_ = p.conn.Close()
+			p.done()
+			return
+		}
+		turn = done
+	}
 	p.stopWatch()
 	if errors.Is(err, ErrClientGone) {
 		r.opts.Log.V(1).Info("request abandoned while held", "elastiservice", rt.target.ElastiService.String(), "reason", err.Error())
@@ -183,7 +222,7 @@ func (r *Resolver) holdParked(p *parked, rt route) {
 		p.done()
 		return
 	}
-	resume := &resumption{end: end, err: err, settled: p.done}
+	resume := &resumption{end: end, err: err, turn: turn, settled: p.done}
 	if !r.httpConns.push(&mappedConn{
 		Conn:   p.conn,
 		target: rt.target,
@@ -193,6 +232,7 @@ func (r *Resolver) holdParked(p *parked, rt route) {
 		resume: resume,
 	}) {
 		// The server is closed: push closed the connection.
+		resume.abandon()
 		resume.settled()
 	}
 }

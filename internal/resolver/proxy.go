@@ -107,12 +107,17 @@ func (r *Resolver) forward(w http.ResponseWriter, req *http.Request) {
 	turnDone := func() {}
 	if rt.coldStart {
 		coldStart = formatColdStart(rt.waited)
-		done, ok := r.pacer.wait(req.Context(), rt.target.ElastiService)
-		if !ok {
-			// The client left while the burst ahead of it was forwarded:
-			// nothing of its request reached the target.
-			r.opts.Log.V(1).Info("client went away while waiting for its turn", "elastiservice", rt.target.ElastiService.String())
-			return
+		// A parked request waited for its turn while parked (park.go).
+		done := rt.turn
+		if done == nil {
+			var ok bool
+			done, ok = r.pacer.wait(req.Context().Done(), rt.target.ElastiService)
+			if !ok {
+				// The client left while the burst ahead of it was
+				// forwarded: nothing of its request reached the target.
+				r.opts.Log.V(1).Info("client went away while waiting for its turn", "elastiservice", rt.target.ElastiService.String())
+				return
+			}
 		}
 		defer done()
 		turnDone = done
