@@ -54,7 +54,9 @@ func (r *Resolver) newServer() *http.Server {
 //  5. holdUntilReady - holds while the Target has no ready endpoint and
 //     starts activation; 503 when the hold queue is full, 504 on timeout;
 //     with spec.proxy.fallback, points the request at the fallback Service
-//     when the target does not come up in time (fallback.go);
+//     when the target does not come up in time (fallback.go). A bodiless
+//     HTTP/1.x request is held parked, outside net/http, and comes back
+//     through the server with the hold's outcome (park.go);
 //  6. r.forward - reverse-proxies to a ready pod and asks the client to
 //     reconnect (Connection: close, or GOAWAY on HTTP/2); an answer to a
 //     request that waited for its Target to wake says how long, in

@@ -8,7 +8,6 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"sync"
 	"sync/atomic"
 	"time"
 )
@@ -47,7 +46,7 @@ type resumption struct {
 	// turn ends the release pacer's turn the request waited for while
 	// parked; nil if it needs none.
 	turn func()
-	// settled ends the parked request's count (trackParked) once the
+	// settled ends the parked request's count (Resolver.parked) once the
 	// server has it in hand: reading it (http.StateActive), or done with
 	// the connection. From then on the server's Shutdown waits for it.
 	settled func()
@@ -120,7 +119,7 @@ func (r *Resolver) park(w http.ResponseWriter, req *http.Request, rt route) bool
 			rest = m.r
 		}
 	}
-	p := &parked{conn: raw, rest: rest, head: head, done: r.trackParked(), left: make(chan struct{})}
+	p := &parked{conn: raw, rest: rest, head: head, done: r.parked.add(), left: make(chan struct{})}
 	go r.holdParked(p, rt)
 	return true
 }
@@ -134,7 +133,11 @@ type parked struct {
 	// head is the request's head as the client could have sent it,
 	// followed by whatever the client sent after it.
 	head []byte
-	// done ends the parked request's count (trackParked).
+	// done ends the parked request's count (Resolver.parked), once the
+	// server has its connection back in hand (connState) or it is closed:
+	// drain waits for the count to reach zero before it shuts the server
+	// down, so that parked requests still find it serving when their hold
+	// ends, and its Shutdown then waits for them as for any request.
 	done func()
 	// left is closed when the watch sees the client leave.
 	left chan struct{}
@@ -250,42 +253,4 @@ func requestHead(req *http.Request) []byte {
 	_ = req.Header.Write(&b)
 	b.WriteString("\r\n")
 	return b.Bytes()
-}
-
-// trackParked counts a parked request until done is called, which is once
-// the server has its connection back in hand (connState) or it is closed;
-// drain waits for the count to reach zero before it shuts the server down,
-// so that parked requests still find it serving when their hold ends, and
-// its Shutdown then waits for them as for any request.
-func (r *Resolver) trackParked() (done func()) {
-	r.parkedMu.Lock()
-	r.parked++
-	r.parkedMu.Unlock()
-	var once sync.Once
-	return func() {
-		once.Do(func() {
-			r.parkedMu.Lock()
-			defer r.parkedMu.Unlock()
-			r.parked--
-			if r.parked == 0 && r.parkedIdle != nil {
-				close(r.parkedIdle)
-				r.parkedIdle = nil
-			}
-		})
-	}
-}
-
-// parkedDone returns a channel closed once no request is parked.
-func (r *Resolver) parkedDone() <-chan struct{} {
-	r.parkedMu.Lock()
-	defer r.parkedMu.Unlock()
-	ch := make(chan struct{})
-	if r.parked == 0 {
-		close(ch)
-		return ch
-	}
-	if r.parkedIdle == nil {
-		r.parkedIdle = make(chan struct{})
-	}
-	return r.parkedIdle
 }

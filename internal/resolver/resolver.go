@@ -41,16 +41,11 @@ type Resolver struct {
 	// errorLog takes net/http's own error logs, for the server and proxy.
 	errorLog *log.Logger
 
-	// parked counts the requests held without their handler (park.go);
-	// parkedIdle is closed when it reaches zero.
-	parkedMu   sync.Mutex
-	parked     int
-	parkedIdle chan struct{}
-
-	// conns counts accepted connections still being handled, for the drain.
-	connsMu sync.Mutex
-	conns   int
-	idle    chan struct{}
+	// parked counts the requests held without their handler until the
+	// server has them back (park.go); conns counts accepted connections
+	// still being dispatched or spliced. The drain waits for both.
+	parked inFlight
+	conns  inFlight
 
 	started  atomic.Bool
 	draining atomic.Bool
@@ -134,7 +129,7 @@ func (r *Resolver) Start() error {
 			r.opts.Log.Error(err, "L7 server stopped")
 		}
 	}()
-	ls.serve(r.opts.Log, r.trackConn, r.handleConn)
+	ls.serve(r.opts.Log, r.conns.add, r.handleConn)
 	r.started.Store(true)
 	r.opts.Log.Info("resolver ports open", "address", r.opts.ListenAddress, "from", r.opts.PortRangeStart, "to", r.opts.PortRangeEnd)
 	return nil
@@ -181,7 +176,7 @@ func (r *Resolver) drain(ctx context.Context, periodOver <-chan time.Time) {
 	// Parked requests come back through the server when their hold ends,
 	// so it must still serve until they have.
 	select {
-	case <-r.parkedDone():
+	case <-r.parked.none():
 	case <-ctx.Done():
 	}
 	if err := r.server.Shutdown(ctx); err != nil {
@@ -190,7 +185,7 @@ func (r *Resolver) drain(ctx context.Context, periodOver <-chan time.Time) {
 	r.stop()
 	r.memory.stop()
 	select {
-	case <-r.connsIdle():
+	case <-r.conns.none():
 	case <-ctx.Done():
 	}
 	_ = r.server.Close()
@@ -206,42 +201,52 @@ func (r *Resolver) Close() {
 	r.stop()
 	r.memory.stop()
 	_ = r.server.Close()
-	<-r.connsIdle()
-	<-r.parkedDone()
+	<-r.conns.none()
+	<-r.parked.none()
 }
 
 // Ports are the bound resolver ports.
 func (r *Resolver) Ports() []int32 { return r.listeners.ports() }
 
-func (r *Resolver) trackConn() func() {
-	r.connsMu.Lock()
-	r.conns++
-	r.connsMu.Unlock()
+// inFlight counts work in progress and tells when none is left.
+type inFlight struct {
+	mu   sync.Mutex
+	n    int
+	idle chan struct{}
+}
+
+// add counts one more; done uncounts it, once however often it is called.
+func (f *inFlight) add() (done func()) {
+	f.mu.Lock()
+	f.n++
+	f.mu.Unlock()
+	var once sync.Once
 	return func() {
-		r.connsMu.Lock()
-		defer r.connsMu.Unlock()
-		r.conns--
-		if r.conns == 0 && r.idle != nil {
-			close(r.idle)
-			r.idle = nil
-		}
+		once.Do(func() {
+			f.mu.Lock()
+			defer f.mu.Unlock()
+			f.n--
+			if f.n == 0 && f.idle != nil {
+				close(f.idle)
+				f.idle = nil
+			}
+		})
 	}
 }
 
-// connsIdle returns a channel closed once no accepted connection is still
-// being dispatched or spliced.
-func (r *Resolver) connsIdle() <-chan struct{} {
-	r.connsMu.Lock()
-	defer r.connsMu.Unlock()
-	ch := make(chan struct{})
-	if r.conns == 0 {
+// none returns a channel closed once nothing is counted.
+func (f *inFlight) none() <-chan struct{} {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.n == 0 {
+		ch := make(chan struct{})
 		close(ch)
 		return ch
 	}
-	if r.idle == nil {
-		r.idle = make(chan struct{})
+	if f.idle == nil {
+		f.idle = make(chan struct{})
 	}
-	return r.idle
+	return f.idle
 }
 
 // handleConn dispatches one accepted connection by its port's mapping: L7
