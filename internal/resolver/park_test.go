@@ -3,6 +3,7 @@ package resolver
 import (
 	"bufio"
 	"bytes"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -251,5 +252,86 @@ func TestParkedTwiceOnOneConnection(t *testing.T) {
 	got := up.requests()
 	if len(got) != 1 || got[0].uri != "/second" {
 		t.Fatalf("upstream executed %+v; want only /second", got)
+	}
+}
+
+// TestParkedWatch checks both ways a parked request's client is watched: the
+// shared epoll set for sockets (Linux) and a read of its own for anything
+// else (net.Pipe here). A client that closes ends the hold as gone; one that
+// sends more is still there, and what it sent is kept for the server.
+func TestParkedWatch(t *testing.T) {
+	tcpPair := func(t *testing.T) (server, client net.Conn) {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer l.Close()
+		client, err = net.Dial("tcp", l.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		server, err = l.Accept()
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { server.Close(); client.Close() })
+		return server, client
+	}
+	pipePair := func(t *testing.T) (server, client net.Conn) {
+		server, client = net.Pipe()
+		t.Cleanup(func() { server.Close(); client.Close() })
+		return server, client
+	}
+	for _, tc := range []struct {
+		name string
+		pair func(*testing.T) (net.Conn, net.Conn)
+	}{{"socket", tcpPair}, {"pipe", pipePair}} {
+		newParked := func(c net.Conn) *parked {
+			return &parked{conn: c, rest: c, head: []byte("HEAD"), done: func() {}, left: make(chan struct{})}
+		}
+		t.Run(tc.name+": client closes", func(t *testing.T) {
+			server, client := tc.pair(t)
+			p := newParked(server)
+			gone := p.watch()
+			client.Close()
+			select {
+			case err := <-gone:
+				if !errors.Is(err, ErrClientGone) {
+					t.Fatalf("watch reported %v; want ErrClientGone", err)
+				}
+			case <-time.After(10 * time.Second):
+				t.Fatal("the watch did not see the client close")
+			}
+			select {
+			case <-p.left:
+			default:
+				t.Fatal("left is not closed after the client left")
+			}
+			p.stopWatch()
+		})
+		t.Run(tc.name+": client sends more", func(t *testing.T) {
+			server, client := tc.pair(t)
+			p := newParked(server)
+			gone := p.watch()
+			go func() { _, _ = client.Write([]byte("GET /next HTTP/1.1\r\n")) }()
+			// The watch ends, or keeps watching, without calling the
+			// client gone.
+			select {
+			case err := <-gone:
+				t.Fatalf("a client that sent more was reported gone: %v", err)
+			case <-time.After(200 * time.Millisecond):
+			}
+			p.stopWatch()
+			// Whatever the watch read is in head; the rest is still
+			// on the connection: together they are what was sent.
+			_ = server.SetReadDeadline(time.Now().Add(10 * time.Second))
+			rest := make([]byte, len("GET /next HTTP/1.1\r\n")+len("HEAD")-len(p.head))
+			if _, err := io.ReadFull(server, rest); err != nil {
+				t.Fatalf("reading the rest after the watch: %v", err)
+			}
+			if got := string(p.head) + string(rest); got != "HEADGET /next HTTP/1.1\r\n" {
+				t.Fatalf("head and rest are %q", got)
+			}
+		})
 	}
 }
