@@ -159,8 +159,8 @@ func (p *parked) watch() <-chan error {
 	gone := make(chan error, 1)
 	// Called at most once, and must not block (hangup_linux.go).
 	leave := func(err error) {
-		gone <- err
 		close(p.left)
+		gone <- err
 	}
 	if stop, ok := watchHangup(p.conn, leave); ok {
 		p.stop = stop
