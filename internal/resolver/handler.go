@@ -141,12 +141,18 @@ func (r *Resolver) holdUntilReady(next http.Handler) http.Handler {
 		}
 		end, turn, err, resumed := rt.resume.take()
 		if !resumed {
-			if body == nil && watch == nil && r.parks(req, t) && r.park(w, req, rt) {
-				// The connection is the resolver's now; the request comes
-				// back through the server with its outcome (park.go).
-				return
+			passed := false
+			if watch == nil && r.parks(req) {
+				// Only a request that must wait is parked.
+				if end, passed = r.passes(t); !passed && r.park(w, req, rt) {
+					// The connection is the resolver's now; the request
+					// comes back through the server with its outcome.
+					return
+				}
 			}
-			end, err = r.hold(req.Context(), t, watch)
+			if !passed {
+				end, err = r.hold(req.Context(), t, watch)
+			}
 		}
 		if body != nil {
 			if err == nil {

@@ -138,27 +138,10 @@ type holdEnd struct {
 // fallback is used only while it has a ready endpoint; until then the
 // request stays held. The target wins whenever it has a ready endpoint.
 func (r *Resolver) hold(ctx context.Context, t Target, watch watchFunc) (end holdEnd, err error) {
-	timeout := t.HoldTimeout
-	if timeout <= 0 {
-		timeout = r.opts.HoldTimeout
-	}
 	start := r.opts.Clock.Now()
-	// The deadline only bounds network dials, which run on the wall clock.
-	end = holdEnd{deadline: time.Now().Add(timeout), dest: t}
-	if len(r.endpoints.Ready(t.Service, t.PortName)) > 0 {
-		// The operator only hears of traffic through activation calls, and
-		// a scale-down in its grace period must be called off by it.
-		r.traffic.seen(r.stopCtx, t)
+	end, ok := r.passes(t)
+	if ok {
 		return end, nil
-	}
-	if r.inFallback(t) {
-		if dest, ok := r.toFallback(t, FallbackActive); ok {
-			// The wake must go on while the fallback serves: the report is
-			// an activation call.
-			r.traffic.seen(r.stopCtx, t)
-			end.dest = dest
-			return end, nil
-		}
 	}
 	limit := t.MaxHeld
 	if limit <= 0 {
@@ -188,7 +171,7 @@ func (r *Resolver) hold(ctx context.Context, t Target, watch watchFunc) (end hol
 		watched = watch()
 	}
 
-	timer := r.opts.Clock.NewTimer(timeout)
+	timer := r.opts.Clock.NewTimer(r.holdTimeout(t))
 	defer timer.Stop()
 	// With a fallback, the hold also wakes when its deadline passes, when
 	// the fallback's endpoints change and when the operator's word on the
@@ -245,6 +228,38 @@ func (r *Resolver) hold(ctx context.Context, t Target, watch watchFunc) (end hol
 			return end, ErrStopping
 		}
 	}
+}
+
+// passes lets a request through at once, reporting its traffic, when t has
+// a ready endpoint or its fallback serves; the hold starts only when it
+// does not. Either way end bounds the dial that follows by the hold timeout.
+func (r *Resolver) passes(t Target) (end holdEnd, ok bool) {
+	// The deadline only bounds network dials, which run on the wall clock.
+	end = holdEnd{deadline: time.Now().Add(r.holdTimeout(t)), dest: t}
+	if len(r.endpoints.Ready(t.Service, t.PortName)) > 0 {
+		// The operator only hears of traffic through activation calls, and
+		// a scale-down in its grace period must be called off by it.
+		r.traffic.seen(r.stopCtx, t)
+		return end, true
+	}
+	if r.inFallback(t) {
+		if dest, ok := r.toFallback(t, FallbackActive); ok {
+			// The wake must go on while the fallback serves: the report is
+			// an activation call.
+			r.traffic.seen(r.stopCtx, t)
+			end.dest = dest
+			return end, true
+		}
+	}
+	return end, false
+}
+
+// holdTimeout is t's spec.proxy.holdTimeout, or the resolver's default.
+func (r *Resolver) holdTimeout(t Target) time.Duration {
+	if t.HoldTimeout > 0 {
+		return t.HoldTimeout
+	}
+	return r.opts.HoldTimeout
 }
 
 // wakeNeeded is the waker's condition: requests are held and no endpoint of

@@ -14,8 +14,9 @@ import (
 //
 // Each held request costs about 20 KiB of RSS parked, 30 KiB in its
 // handler (docs/benchmarks.md#burst), so the first burst after a night at
-// zero can grow the resolver by a hundred MiB or more. The Go runtime frees that heap at its next GC but returns it to the
-// OS only down to its last heap goal, which the burst set: with nothing
+// zero can grow the resolver by a hundred MiB or more. The Go runtime frees
+// that heap at its next GC but returns it to the OS only down to its last
+// heap goal, which the burst set: with nothing
 // allocating afterwards, the next GC is the forced one two minutes later,
 // and the background scavenger then returns the rest slowly. Meanwhile the
 // resolver's RSS counts against its memory limit and the node's memory. A

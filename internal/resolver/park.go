@@ -24,8 +24,8 @@ import (
 // A bodiless HTTP/1.x request does not need any of it while it waits. The
 // handler writes the request's head back into bytes, takes the connection
 // from net/http (Hijack) and returns; what is left is the connection, those
-// bytes, the goroutine that waits for the hold's end and one that watches
-// the client. When the hold ends, the connection goes back to the same
+// bytes, the goroutine that waits for the hold's end and a watch of the
+// client (hangup_linux.go: one epoll set for all). When the hold ends, the connection goes back to the same
 // http.Server with the head in front of its unread bytes, and the hold's
 // outcome attached: the server reads the same request again, and
 // holdUntilReady acts on the outcome instead of holding a second time. From
@@ -82,17 +82,12 @@ func (s *resumption) abandon() {
 	}
 }
 
-// parks says whether a held request is parked rather than held in its
-// handler: HTTP/1.x without a body and without an upgrade, whose target has
-// no ready endpoint now. (A target with one lets it through at once; parking
-// it would only cost a round through the server.)
-func (r *Resolver) parks(req *http.Request, t Target) bool {
-	return !r.opts.HoldInHandler &&
-		req.ProtoMajor == 1 &&
-		(req.Body == nil || req.Body == http.NoBody) &&
-		req.ContentLength == 0 && len(req.TransferEncoding) == 0 &&
-		req.Header.Get("Upgrade") == "" &&
-		len(r.endpoints.Ready(t.Service, t.PortName)) == 0
+// parks says whether req, if it has to wait, is parked rather than held in
+// its handler: HTTP/1.x without a body (net/http gives every bodiless
+// request NoBody) and without an upgrade.
+func (r *Resolver) parks(req *http.Request) bool {
+	return !r.opts.HoldInHandler && req.ProtoMajor == 1 && req.Body == http.NoBody &&
+		req.Header.Get("Upgrade") == ""
 }
 
 // park takes req's connection from net/http and holds the request without
@@ -208,15 +203,11 @@ func (r *Resolver) holdParked(p *parked, rt route) {
 		// watched, so that a burst comes back to the server no faster
 		// than it is forwarded: the memory of a request in the server is
 		// what parking saves.
-		done, ok := r.pacer.wait(p.left, end.dest.ElastiService)
-		if !ok {
-			r.opts.Log.V(1).Info("client went away while waiting for its turn", "elastiservice", rt.target.ElastiService.String())
-			p.stopWatch()
-			_ = p.conn.Close()
-			p.done()
-			return
+		if done, ok := r.pacer.wait(p.left, end.dest.ElastiService); ok {
+			turn = done
+		} else {
+			err = fmt.Errorf("%w: while waiting for its turn", ErrClientGone)
 		}
-		turn = done
 	}
 	p.stopWatch()
 	if errors.Is(err, ErrClientGone) {
