@@ -35,13 +35,14 @@ import (
 // the memory return after the drain (memoryReturner) measured once it ran,
 // and without it ("no-return") measured after the same wait.
 func BenchmarkHeldMemory(b *testing.B) {
-	b.Run("paced", func(b *testing.B) { benchmarkHeld(b, DefaultReleaseConcurrency, true, false) })
-	b.Run("unpaced", func(b *testing.B) { benchmarkHeld(b, 1<<20, true, false) })
-	b.Run("paced-no-return", func(b *testing.B) { benchmarkHeld(b, DefaultReleaseConcurrency, false, false) })
-	b.Run("paced-in-handler", func(b *testing.B) { benchmarkHeld(b, DefaultReleaseConcurrency, true, true) })
+	b.Run("paced", func(b *testing.B) { benchmarkHeld(b, DefaultReleaseConcurrency, true, ParkOnArrival) })
+	b.Run("unpaced", func(b *testing.B) { benchmarkHeld(b, 1<<20, true, ParkOnArrival) })
+	b.Run("paced-no-return", func(b *testing.B) { benchmarkHeld(b, DefaultReleaseConcurrency, false, ParkOnArrival) })
+	b.Run("paced-from-handler", func(b *testing.B) { benchmarkHeld(b, DefaultReleaseConcurrency, true, ParkFromHandler) })
+	b.Run("paced-in-handler", func(b *testing.B) { benchmarkHeld(b, DefaultReleaseConcurrency, true, HoldInHandler) })
 }
 
-func benchmarkHeld(b *testing.B, release int, returnMemory, inHandler bool) {
+func benchmarkHeld(b *testing.B, release int, returnMemory bool, parking Parking) {
 	const heldN = 2000
 	const returnAfter = 2 * time.Second
 	atPeak := heldN
@@ -51,7 +52,7 @@ func benchmarkHeld(b *testing.B, release int, returnMemory, inHandler bool) {
 	h := newHarness(b, 1, func(o *Options) {
 		o.MaxHeld, o.ReleaseConcurrency, o.Log = heldN, release, logr.Discard()
 		o.ReturnMemoryAtPeak, o.ReturnMemoryAfter = atPeak, returnAfter
-		o.HoldInHandler = inHandler
+		o.Parking = parking
 	})
 	up := echoUpstream(b)
 	h.mapPort("web", "websvc", nil, h.proxyPort(0, "http", ""))

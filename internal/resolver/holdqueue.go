@@ -138,40 +138,65 @@ type holdEnd struct {
 // fallback is used only while it has a ready endpoint; until then the
 // request stays held. The target wins whenever it has a ready endpoint.
 func (r *Resolver) hold(ctx context.Context, t Target, watch watchFunc) (end holdEnd, err error) {
+	// The work is split so that what stays on the stack while a request
+	// waits is small: a parked request's goroutine (park.go) is the most
+	// numerous thing the resolver has in a burst, and its stack is kept
+	// at the size the deepest call ever needed.
 	start := r.opts.Clock.Now()
 	end, ok := r.passes(t)
 	if ok {
 		return end, nil
 	}
+	leave, err := r.enterHold(&t)
+	if err != nil {
+		return end, err
+	}
+	err = r.waitHold(ctx, &t, watch, &end)
+	r.holdEnded(&t, start, &end, err)
+	leave()
+	return end, err
+}
+
+// enterHold takes a slot in t's hold queue, counts the request as held and
+// makes sure an activation is under way; leave undoes the first two.
+func (r *Resolver) enterHold(t *Target) (leave func(), err error) {
 	limit := t.MaxHeld
 	if limit <= 0 {
 		limit = r.opts.MaxHeld
 	}
-	leave, err := r.holds.Enter(t.ElastiService, limit)
+	leaveQueue, err := r.holds.Enter(t.ElastiService, limit)
 	if err != nil {
 		r.metrics.reject(t.ElastiService, ReasonQueueFull)
-		return end, err
+		return nil, err
 	}
-	defer leave()
-	labels := []string{t.ElastiService.Namespace, t.ElastiService.Name}
-	held := r.metrics.Held.WithLabelValues(labels...)
+	held := r.metrics.Held.WithLabelValues(t.ElastiService.Namespace, t.ElastiService.Name)
 	held.Inc()
-	defer held.Dec()
-	defer func() {
-		d := r.opts.Clock.Since(start)
-		r.metrics.HoldDuration.WithLabelValues(labels...).Observe(d.Seconds())
-		if err == nil && end.dest.Service == t.Service {
-			r.metrics.ColdStart.WithLabelValues(labels...).Observe(d.Seconds())
-			end.coldStart, end.waited = true, d
-		}
-	}()
-	r.waker.ensure(r.stopCtx, t)
+	r.waker.ensure(r.stopCtx, *t)
+	return func() {
+		held.Dec()
+		leaveQueue()
+	}, nil
+}
+
+// holdEnded records a hold that lasted since start, and marks end as a
+// cold start when it goes to t.
+func (r *Resolver) holdEnded(t *Target, start time.Time, end *holdEnd, err error) {
+	d := r.opts.Clock.Since(start)
+	r.metrics.HoldDuration.WithLabelValues(t.ElastiService.Namespace, t.ElastiService.Name).Observe(d.Seconds())
+	if err == nil && end.dest.Service == t.Service {
+		r.metrics.ColdStart.WithLabelValues(t.ElastiService.Namespace, t.ElastiService.Name).Observe(d.Seconds())
+		end.coldStart, end.waited = true, d
+	}
+}
+
+// waitHold is the hold's wait, in a queue slot (see hold); it sets
+// end.dest when the request goes to the fallback.
+func (r *Resolver) waitHold(ctx context.Context, t *Target, watch watchFunc, end *holdEnd) error {
 	var watched <-chan error
 	if watch != nil {
 		watched = watch()
 	}
-
-	timer := r.opts.Clock.NewTimer(r.holdTimeout(t))
+	timer := r.opts.Clock.NewTimer(r.holdTimeout(*t))
 	defer timer.Stop()
 	// With a fallback, the hold also wakes when its deadline passes, when
 	// the fallback's endpoints change and when the operator's word on the
@@ -193,20 +218,10 @@ func (r *Resolver) hold(ctx context.Context, t Target, watch watchFunc) (end hol
 			_, said = r.ports.fallbackSaid(t.ElastiService)
 		}
 		if len(r.endpoints.Ready(t.Service, t.PortName)) > 0 {
-			return end, nil
+			return nil
 		}
-		if passed || r.inFallback(t) {
-			reason := FallbackActive
-			if passed {
-				reason = FallbackDeadline
-			}
-			if dest, ok := r.toFallback(t, reason); ok {
-				if passed {
-					r.fallbacks.set(t.ElastiService, r.endpoints.ReadyEpoch(t.Service))
-				}
-				end.dest = dest
-				return end, nil
-			}
+		if (passed || r.inFallback(*t)) && r.holdToFallback(t, passed, end) {
+			return nil
 		}
 		select {
 		case <-changed:
@@ -215,19 +230,38 @@ func (r *Resolver) hold(ctx context.Context, t Target, watch watchFunc) (end hol
 		case <-afterC:
 			passed, afterC = true, nil
 		case <-timer.C():
-			r.metrics.TimedOut.WithLabelValues(labels...).Inc()
-			return end, ErrHoldTimeout
+			r.metrics.TimedOut.WithLabelValues(t.ElastiService.Namespace, t.ElastiService.Name).Inc()
+			return ErrHoldTimeout
 		case <-ctx.Done():
-			return end, fmt.Errorf("%w: %w", ErrClientGone, context.Cause(ctx))
+			return fmt.Errorf("%w: %w", ErrClientGone, context.Cause(ctx))
 		case err := <-watched:
 			if errors.Is(err, ErrReadAheadFull) {
 				r.metrics.reject(t.ElastiService, ReasonReadAheadFull)
 			}
-			return end, err
+			return err
 		case <-r.stopCtx.Done():
-			return end, ErrStopping
+			return ErrStopping
 		}
 	}
+}
+
+// holdToFallback points end at t's fallback Service, if that can take the
+// request now: the ElastiService is in fallback, or the hold has passed
+// fallback.after (passed).
+func (r *Resolver) holdToFallback(t *Target, passed bool, end *holdEnd) bool {
+	reason := FallbackActive
+	if passed {
+		reason = FallbackDeadline
+	}
+	dest, ok := r.toFallback(*t, reason)
+	if !ok {
+		return false
+	}
+	if passed {
+		r.fallbacks.set(t.ElastiService, r.endpoints.ReadyEpoch(t.Service))
+	}
+	end.dest = dest
+	return true
 }
 
 // passes lets a request through at once, reporting its traffic, when t has

@@ -47,10 +47,10 @@ type Options struct {
 	// keeps its turn.
 	ReleaseConcurrency int
 	ReleaseTurn        time.Duration
-	// HoldInHandler keeps every held HTTP/1.x request in its net/http
-	// handler, as requests with a body always are, instead of parking the
-	// bodiless ones (park.go). It exists to compare the two.
-	HoldInHandler bool
+	// Parking says where a held bodiless HTTP/1.x request waits (park.go).
+	// The zero value, ParkOnArrival, is the resolver's; the others exist
+	// to compare.
+	Parking Parking
 
 	// DialTimeout bounds one TCP connect to an endpoint.
 	DialTimeout time.Duration

@@ -1,6 +1,7 @@
 package resolver
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"errors"
@@ -8,8 +9,12 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"slices"
+	"sync"
 	"sync/atomic"
 	"time"
+
+	"golang.org/x/net/http/httpguts"
 )
 
 // Parking a held request.
@@ -36,6 +41,30 @@ import (
 // Requests with a body stay in their handler: their body must be read ahead
 // to see the client leave (heldbody.go). HTTP/2 streams cannot be taken from
 // their connection, and upgrades stay where net/http's handling of them is.
+//
+// Taking a connection from net/http still leaves behind what net/http gave
+// it, as garbage: a burst at zero allocates it thousands of times over
+// before a collection, and that sets the resolver's peak. So the first
+// request of a new connection to a target that cannot serve is read by the
+// resolver itself, before net/http (parkOnArrival). Only a request the
+// server would take to a handler, and that would reach the hold there, is
+// parked that way; anything else, as well as the bytes read, goes to the
+// server as if it had read them first. Later requests on a kept-alive
+// connection are parked from their handler.
+
+// Parking says where a held bodiless HTTP/1.x request waits.
+type Parking int
+
+const (
+	// ParkOnArrival parks the first request of a new connection before
+	// net/http reads it, and later ones from their handler.
+	ParkOnArrival Parking = iota
+	// ParkFromHandler parks requests from their handler only.
+	ParkFromHandler
+	// HoldInHandler parks nothing: every request is held in its handler,
+	// as requests with a body always are.
+	HoldInHandler
+)
 
 // resumption is a parked request's hold outcome, waiting for the first
 // request read from its connection once that is back with the server.
@@ -86,9 +115,156 @@ func (s *resumption) abandon() {
 // its handler: HTTP/1.x without a body (net/http gives every bodiless
 // request NoBody) and without an upgrade.
 func (r *Resolver) parks(req *http.Request) bool {
-	return !r.opts.HoldInHandler && req.ProtoMajor == 1 && req.Body == http.NoBody &&
-		req.Header.Get("Upgrade") == ""
+	return r.opts.Parking != HoldInHandler && parkable(req)
 }
+
+func parkable(req *http.Request) bool {
+	return req.ProtoMajor == 1 && req.Body == http.NoBody && req.Header.Get("Upgrade") == ""
+}
+
+// parkOnArrival reads the first request of c, a new connection to t, which
+// cannot serve it, and parks it if it is one that would reach the hold
+// (parksOnArrival). Anything else goes to the server with the bytes read
+// replayed, so that it meets exactly what it would have. A head that does
+// not arrive within the server's ReadHeaderTimeout closes the connection,
+// as the server does.
+func (r *Resolver) parkOnArrival(c net.Conn, t Target, port int32) {
+	// Counted from the start, so that a drain waits for a head being read
+	// before it shuts the server down.
+	done := r.parked.add()
+	head, req, err := r.readHead(c)
+	switch {
+	case err != nil && isTimeout(err):
+		_ = c.Close()
+		done()
+		return
+	case err == nil && r.parksOnArrival(t, req):
+		r.parkedOnArrival.Add(1)
+		p := &parked{route: route{target: t, port: port, mapped: true}, conn: c, rest: c, head: head, done: done, left: make(chan struct{})}
+		// A goroutine of its own: this one's stack grew with the parse.
+		go r.holdParked(p)
+		return
+	}
+	mc := &mappedConn{Conn: c, target: t, port: port, mapped: true}
+	if len(head) > 0 {
+		mc.r = io.MultiReader(bytes.NewReader(head), c)
+	}
+	r.httpConns.push(mc)
+	done()
+}
+
+// parksOnArrival says whether req, read before the server, is a request the
+// server would take to a handler and that would reach the hold there: the
+// checks of the handlers before holdUntilReady, and those http.Server makes
+// of a request it has parsed, are made here again.
+func (r *Resolver) parksOnArrival(t Target, req *http.Request) bool {
+	switch {
+	case !parkable(req), req.Method == http.MethodConnect, req.Header.Get("Expect") != "":
+		return false
+	case !serverTakes(req):
+		return false
+	case t.Static != nil && matchStatic(t.Static.Rules, req, false) != nil:
+		return false
+	case t.WakingPage != nil && wantsWakingPage(req):
+		return false
+	}
+	return !r.servableNow(t)
+}
+
+// serverTakes says whether http.Server would pass req, as http.ReadRequest
+// parsed it, to its handler rather than answer 400. ReadRequest drops the
+// Host field, so a request in absolute form, where the server still wants
+// one, is left to the server.
+func serverTakes(req *http.Request) bool {
+	if req.URL.Host != "" || (req.ProtoAtLeast(1, 1) && req.Host == "") {
+		return false
+	}
+	if req.Host != "" && !httpguts.ValidHostHeader(req.Host) {
+		return false
+	}
+	for name, values := range req.Header {
+		if !httpguts.ValidHeaderFieldName(name) {
+			return false
+		}
+		for _, v := range values {
+			if !httpguts.ValidHeaderFieldValue(v) {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// readHead reads c's first request head as the server would, within its
+// ReadHeaderTimeout and header size limit, or until the resolver stops. It
+// returns every byte it read: the head and whatever the client sent after
+// it.
+func (r *Resolver) readHead(c net.Conn) (read []byte, req *http.Request, err error) {
+	// Socket deadlines are wall-clock by nature.
+	_ = c.SetReadDeadline(time.Now().Add(r.opts.ReadHeaderTimeout))
+	stop := context.AfterFunc(r.stopCtx, func() { _ = c.SetReadDeadline(time.Unix(1, 0)) })
+	defer func() {
+		stop()
+		_ = c.SetReadDeadline(time.Time{})
+	}()
+	// The first bytes are waited for before a reader is taken from the
+	// pool: in a burst, thousands of connections wait at once.
+	rec := &headRecorder{conn: c, limit: r.opts.MaxHeaderBytes + 4096, read: make([]byte, 0, 512)}
+	if err := rec.fill(); err != nil {
+		return rec.read, nil, err
+	}
+	br := headReaders.Get().(*bufio.Reader)
+	br.Reset(rec)
+	req, err = http.ReadRequest(br)
+	br.Reset(nil)
+	headReaders.Put(br)
+	return rec.read, req, err
+}
+
+// headRecorder reads conn for http.ReadRequest and keeps every byte it
+// read, up to limit (the server's: its MaxHeaderBytes, plus its slack).
+type headRecorder struct {
+	conn  net.Conn
+	limit int
+	read  []byte
+	// served is how much of read the reader has had.
+	served int
+}
+
+var errHeadTooLarge = errors.New("request head over the size limit")
+
+func (h *headRecorder) Read(p []byte) (int, error) {
+	if h.served == len(h.read) {
+		if err := h.fill(); err != nil {
+			return 0, err
+		}
+	}
+	n := copy(p, h.read[h.served:])
+	h.served += n
+	return n, nil
+}
+
+// fill reads more of conn into read.
+func (h *headRecorder) fill() error {
+	if len(h.read) >= h.limit {
+		return errHeadTooLarge
+	}
+	if len(h.read) == cap(h.read) {
+		h.read = slices.Grow(h.read, len(h.read))
+	}
+	n, err := h.conn.Read(h.read[len(h.read):min(cap(h.read), h.limit)])
+	h.read = h.read[:len(h.read)+n]
+	if n > 0 {
+		// A socket's error comes again on the next read.
+		return nil
+	}
+	if err == nil {
+		err = io.ErrNoProgress
+	}
+	return err
+}
+
+var headReaders = sync.Pool{New: func() any { return bufio.NewReaderSize(nil, 4096) }}
 
 // park takes req's connection from net/http and holds the request without
 // its handler. It returns false, having changed nothing, when the
@@ -114,13 +290,15 @@ func (r *Resolver) park(w http.ResponseWriter, req *http.Request, rt route) bool
 			rest = m.r
 		}
 	}
-	p := &parked{conn: raw, rest: rest, head: head, done: r.parked.add(), left: make(chan struct{})}
-	go r.holdParked(p, rt)
+	p := &parked{route: rt, conn: raw, rest: rest, head: head, done: r.parked.add(), left: make(chan struct{})}
+	go r.holdParked(p)
 	return true
 }
 
 // parked is a request held without its handler.
 type parked struct {
+	// route is where the connection came in.
+	route route
 	// conn is the client's connection; rest reads what follows head on
 	// it, which is conn itself unless bytes read before are replayed.
 	conn net.Conn
@@ -194,9 +372,16 @@ func (p *parked) stopWatch() {
 
 // holdParked holds a parked request until its hold ends, then gives its
 // connection back to the server with the outcome, or closes it if the
-// client left.
-func (r *Resolver) holdParked(p *parked, rt route) {
-	end, err := r.hold(context.Background(), rt.target, p.watch)
+// client left. It is the goroutine of a parked request, so the two steps
+// are functions of their own: only the first one's frames stay on its
+// stack while it waits.
+func (r *Resolver) holdParked(p *parked) {
+	end, err := r.hold(context.Background(), p.route.target, p.watch)
+	r.unpark(p, &end, err)
+}
+
+// unpark ends a parked request's hold that ended with end or err.
+func (r *Resolver) unpark(p *parked, end *holdEnd, err error) {
 	var turn func()
 	if err == nil && end.coldStart {
 		// The release pacer's turn is waited for here, still parked and
@@ -211,16 +396,16 @@ func (r *Resolver) holdParked(p *parked, rt route) {
 	}
 	p.stopWatch()
 	if errors.Is(err, ErrClientGone) {
-		r.opts.Log.V(1).Info("request abandoned while held", "elastiservice", rt.target.ElastiService.String(), "reason", err.Error())
+		r.opts.Log.V(1).Info("request abandoned while held", "elastiservice", p.route.target.ElastiService.String(), "reason", err.Error())
 		_ = p.conn.Close()
 		p.done()
 		return
 	}
-	resume := &resumption{end: end, err: err, turn: turn, settled: p.done}
+	resume := &resumption{end: *end, err: err, turn: turn, settled: p.done}
 	if !r.httpConns.push(&mappedConn{
 		Conn:   p.conn,
-		target: rt.target,
-		port:   rt.port,
+		target: p.route.target,
+		port:   p.route.port,
 		mapped: true,
 		r:      io.MultiReader(bytes.NewReader(p.head), p.rest),
 		resume: resume,

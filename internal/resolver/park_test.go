@@ -109,7 +109,11 @@ func TestParkedRequestsKeepOneGoroutineEach(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			const n = 50
-			h := newHarness(t, 1, func(o *Options) { o.HoldInHandler = tc.inHandler })
+			h := newHarness(t, 1, func(o *Options) {
+				if tc.inHandler {
+					o.Parking = HoldInHandler
+				}
+			})
 			up := newRecordingUpstream(t)
 			h.mapPort("web", "websvc", nil, h.proxyPort(0, "http", ""))
 			settle()
@@ -173,7 +177,11 @@ func TestParkedRequestSameAsHeldInHandler(t *testing.T) {
 			_, _ = io.WriteString(w, "answer to "+r.RequestURI)
 		}))
 		t.Cleanup(up.Close)
-		h := newHarness(t, 1, func(o *Options) { o.HoldInHandler = inHandler })
+		h := newHarness(t, 1, func(o *Options) {
+			if inHandler {
+				o.Parking = HoldInHandler
+			}
+		})
 		h.mapPort("web", "websvc", nil, h.proxyPort(0, "http", ""))
 		c := dialRaw(t, h.addr(0))
 		if _, err := c.Write([]byte(raw)); err != nil {

@@ -46,6 +46,9 @@ type Resolver struct {
 	// still being dispatched or spliced. The drain waits for both.
 	parked inFlight
 	conns  inFlight
+	// parkedOnArrival counts the requests parked before the server read
+	// them (parkOnArrival); for tests.
+	parkedOnArrival atomic.Int64
 
 	started  atomic.Bool
 	draining atomic.Bool
@@ -258,6 +261,10 @@ func (r *Resolver) handleConn(c net.Conn, port int32) {
 		return
 	}
 	if t.Layer() == LayerHTTP {
+		if r.opts.Parking == ParkOnArrival && !r.servableNow(t) {
+			r.parkOnArrival(c, t, port)
+			return
+		}
 		// The HTTP server owns the connection from here; it is tracked by
 		// the server's own Shutdown.
 		r.httpConns.push(&mappedConn{Conn: c, target: t, port: port, mapped: true})
