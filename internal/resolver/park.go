@@ -125,16 +125,17 @@ func parkable(req *http.Request) bool {
 // parkOnArrival reads the first request of c, a new connection to t, which
 // cannot serve it, and parks it if it is one that would reach the hold
 // (parksOnArrival). Anything else goes to the server with the bytes read
-// replayed, so that it meets exactly what it would have. A head that does
-// not arrive within the server's ReadHeaderTimeout closes the connection,
-// as the server does.
+// replayed, so that it meets exactly what it would have; so does a head
+// still being read when the ports close (drain). A head that does not
+// arrive within the server's ReadHeaderTimeout closes the connection, as
+// the server does.
 func (r *Resolver) parkOnArrival(c net.Conn, t Target, port int32) {
 	// Counted from the start, so that a drain waits for a head being read
 	// before it shuts the server down.
 	done := r.parked.add()
 	head, req, err := r.readHead(c)
 	switch {
-	case err != nil && isTimeout(err):
+	case err != nil && isTimeout(err) && r.portsClosed.Err() == nil:
 		_ = c.Close()
 		done()
 		return
@@ -196,13 +197,13 @@ func serverTakes(req *http.Request) bool {
 }
 
 // readHead reads c's first request head as the server would, within its
-// ReadHeaderTimeout and header size limit, or until the resolver stops. It
+// ReadHeaderTimeout and header size limit, or until the ports close. It
 // returns every byte it read: the head and whatever the client sent after
 // it.
 func (r *Resolver) readHead(c net.Conn) (read []byte, req *http.Request, err error) {
 	// Socket deadlines are wall-clock by nature.
 	_ = c.SetReadDeadline(time.Now().Add(r.opts.ReadHeaderTimeout))
-	stop := context.AfterFunc(r.stopCtx, func() { _ = c.SetReadDeadline(time.Unix(1, 0)) })
+	stop := context.AfterFunc(r.portsClosed, func() { _ = c.SetReadDeadline(time.Unix(1, 0)) })
 	defer func() {
 		stop()
 		_ = c.SetReadDeadline(time.Time{})

@@ -55,6 +55,11 @@ type Resolver struct {
 	// stopCtx ends held work when the drain timeout passes.
 	stopCtx context.Context
 	stop    context.CancelFunc
+	// portsClosed ends the reading of request heads (parkOnArrival) once
+	// the ports are closed: what is left goes to the server, whose
+	// Shutdown knows what to do with a connection that sent nothing yet.
+	portsClosed   context.Context
+	closeArrivals context.CancelFunc
 }
 
 // New builds a Resolver that maps ports through ports and forwards to
@@ -78,6 +83,7 @@ func New(ports *PortMap, endpoints *Endpoints, opts Options) (*Resolver, error) 
 		r.pageStarts.forget(es)
 	})
 	r.stopCtx, r.stop = context.WithCancel(context.Background())
+	r.portsClosed, r.closeArrivals = context.WithCancel(context.Background())
 	r.memory = newMemoryReturner(opts.Clock, opts.ReturnMemoryAfter, opts.ReturnMemoryAtPeak,
 		func() bool { return r.holds.Total() == 0 }, opts.Metrics.MemoryReturns.Inc)
 	r.holds.drained = r.memory.drained
@@ -176,6 +182,7 @@ func (r *Resolver) drain(ctx context.Context, periodOver <-chan time.Time) {
 	if r.listeners != nil {
 		r.listeners.close()
 	}
+	r.closeArrivals()
 	// Parked requests come back through the server when their hold ends,
 	// so it must still serve until they have.
 	select {
@@ -201,6 +208,7 @@ func (r *Resolver) Close() {
 	if r.listeners != nil {
 		r.listeners.close()
 	}
+	r.closeArrivals()
 	r.stop()
 	r.memory.stop()
 	_ = r.server.Close()
