@@ -130,20 +130,52 @@ func (b *bench) forwarding(ctx context.Context) error {
 			continue
 		}
 		logf("forwarding at %d rps for %s: direct %s, resolver %s", rate.rps, rate.dur, direct, via)
+		dp := readPressure()
 		d, err := b.runLoad(ctx, "-mode", "rate", "-url", direct, "-rate", fmt.Sprint(rate.rps), "-duration", rate.dur)
 		if err != nil {
 			return err
 		}
+		directPSI, directPSIOK := dp.share(readPressure())
+		// What the run through the resolver met: the machine's CPU
+		// pressure, the resolver's CPU and throttling, and how long its
+		// goroutines waited for a CPU.
+		sched := b.schedScrape(ctx, resolverPods, "8012")
+		cpu0, cpuErr := sampleCPU(rpid)
+		rp, t0 := readPressure(), time.Now()
 		r, err := b.runLoad(ctx, "-mode", "rate", "-url", via, "-rate", fmt.Sprint(rate.rps), "-duration", rate.dur)
 		if err != nil {
 			return err
 		}
+		viaPSI, viaPSIOK := rp.share(readPressure())
+		cpu1, cpuErr1 := sampleCPU(rpid)
+		wall := time.Since(t0)
+		schedAfter := b.schedScrape(ctx, resolverPods, "8012")
 		diff := b.addPair(secProxy, fmt.Sprintf("%d rps", rate.rps), "direct to the pod", "through the resolver (pod IP:resolver port)", d, r, note)
-		if rate.rps == half && diff.N > 0 {
+		if rate.rps != half {
+			continue
+		}
+		if diff.N > 0 {
 			why := fmt.Sprintf("at %d rps, half the resolver's median max throughput above: the difference row's statistic", half)
 			b.add(report.Figure{Section: secProxy, Name: nameAddedP50, Unit: "ms", Summary: diff, Goal: goalFor(nameAddedP50), Note: why})
 			b.add(report.Figure{Section: secProxy, Name: nameAddedP99, Unit: "ms", Summary: diff, Goal: goalFor(nameAddedP99), Note: why})
 		}
+		at := fmt.Sprintf("%d rps", half)
+		psiNote := "share of the run in which some runnable task on the machine waited for a CPU (/proc/pressure/cpu, read at both ends)"
+		if directPSIOK && viaPSIOK {
+			b.add(fig(secProxy, at+": machine CPU pressure (PSI some), run direct to the pod", "%", []float64{100 * directPSI}, nil, psiNote))
+			b.add(fig(secProxy, at+": machine CPU pressure (PSI some), run through the resolver", "%", []float64{100 * viaPSI}, nil, psiNote))
+		} else {
+			b.note("The machine's CPU pressure at %s could not be read from /proc/pressure/cpu.", at)
+		}
+		if cpuErr == nil && cpuErr1 == nil {
+			u := cpu0.to(cpu1, wall)
+			b.add(fig(secProxy, at+": resolver CPU use, run through it (limit 1 CPU)", "CPUs", []float64{u.procCPUs}, nil, ""))
+			if u.throttledShare >= 0 {
+				b.add(fig(secProxy, at+": CFS periods in which the resolver was throttled", "%", []float64{100 * u.throttledShare}, nil, "cgroup cpu.stat nr_throttled ÷ nr_periods"))
+			}
+			b.add(fig(secProxy, at+": machine CPU busy, run through the resolver", "% of all CPUs", []float64{100 * u.machineBusy}, nil, "/proc/stat, all CPUs"))
+		}
+		b.addSched(secProxy, at+": the resolver's goroutines that waited for a CPU", "the run through the resolver", sched.buckets(), schedAfter.buckets())
 	}
 	return nil
 }

@@ -144,8 +144,8 @@ func (b *bench) coldTails(ctx context.Context) error {
 	}
 	elapsed := time.Since(start)
 	b.addTails(wakes, elapsed)
-	b.addSched("operator", op.buckets(), b.schedScrape(ctx, operatorPods, "8080").buckets())
-	b.addSched("resolver", rs.buckets(), b.schedScrape(ctx, resolverPods, "8012").buckets())
+	b.addSched(secTails, "Go scheduler: operator's goroutines that waited for a CPU", "the loop", op.buckets(), b.schedScrape(ctx, operatorPods, "8080").buckets())
+	b.addSched(secTails, "Go scheduler: resolver's goroutines that waited for a CPU", "the loop", rs.buckets(), b.schedScrape(ctx, resolverPods, "8012").buckets())
 	b.addAPIServer(apiBefore, apiserverScrape(ctx))
 	return nil
 }
@@ -243,19 +243,18 @@ func (b *bench) schedScrape(ctx context.Context, component labels.Set, port stri
 }
 
 // addSched adds the share of a component's goroutine wake-ups that waited
-// longer than each bucket bound from 0.1 ms to 100 ms for a CPU during the
-// tails loop.
-func (b *bench) addSched(who string, before, after []report.Bucket) {
-	name := "Go scheduler: " + who + "'s goroutines that waited for a CPU"
+// longer than each bucket bound from 0.1 ms to 100 ms for a CPU during what
+// ran between the two scrapes.
+func (b *bench) addSched(section, name, during string, before, after []report.Bucket) {
 	if len(after) == 0 {
-		b.add(skipped(secTails, name, "%", nil, "no "+schedLatencies+" histogram scraped"))
+		b.add(skipped(section, name, "%", nil, "no "+schedLatencies+" histogram scraped"))
 		return
 	}
 	delta := report.SubtractBuckets(after, before)
 	slices.SortFunc(delta, func(x, y report.Bucket) int { return cmp.Compare(x.UpperBound, y.UpperBound) })
 	total := delta[len(delta)-1].Count
 	if total <= 0 {
-		b.add(skipped(secTails, name, "%", nil, "no goroutine was scheduled"))
+		b.add(skipped(section, name, "%", nil, "no goroutine was scheduled"))
 		return
 	}
 	// The Go collector re-buckets /sched/latencies in powers of ten from
@@ -266,8 +265,8 @@ func (b *bench) addSched(who string, before, after []report.Bucket) {
 			continue
 		}
 		over := (total - bk.Count) / total * 100
-		b.add(fig(secTails, fmt.Sprintf("%s longer than %s ms", name, strconv.FormatFloat(bk.UpperBound*1000, 'g', 3, 64)), "%", []float64{over}, nil,
-			fmt.Sprintf("share of the %.0f goroutine wake-ups during the loop (runtime/metrics /sched/latencies:seconds, scraped before and after)", total)))
+		b.add(fig(section, fmt.Sprintf("%s longer than %s ms", name, strconv.FormatFloat(bk.UpperBound*1000, 'g', 3, 64)), "%", []float64{over}, nil,
+			fmt.Sprintf("share of the %.0f goroutine wake-ups during %s (runtime/metrics /sched/latencies:seconds, scraped before and after)", total, during)))
 	}
 }
 

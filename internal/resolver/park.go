@@ -203,9 +203,15 @@ func serverTakes(req *http.Request) bool {
 func (r *Resolver) readHead(c net.Conn) (read []byte, req *http.Request, err error) {
 	// Socket deadlines are wall-clock by nature.
 	_ = c.SetReadDeadline(time.Now().Add(r.opts.ReadHeaderTimeout))
-	stop := context.AfterFunc(r.portsClosed, func() { _ = c.SetReadDeadline(time.Unix(1, 0)) })
+	cut := make(chan struct{})
+	stop := context.AfterFunc(r.portsClosed, func() {
+		_ = c.SetReadDeadline(time.Unix(1, 0))
+		close(cut)
+	})
 	defer func() {
-		stop()
+		if !stop() {
+			<-cut // so that the deadline is not set again after it is cleared
+		}
 		_ = c.SetReadDeadline(time.Time{})
 	}()
 	// The first bytes are waited for before a reader is taken from the
@@ -304,7 +310,8 @@ type parked struct {
 	// it, which is conn itself unless bytes read before are replayed.
 	conn net.Conn
 	rest io.Reader
-	// head is the request's head as the client could have sent it,
+	// head is the request's head, as the client sent it (parked on
+	// arrival) or as it could have (written back from the parsed request),
 	// followed by whatever the client sent after it.
 	head []byte
 	// done ends the parked request's count (Resolver.parked), once the
