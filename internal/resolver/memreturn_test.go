@@ -2,8 +2,11 @@ package resolver
 
 import (
 	"bufio"
+	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -106,11 +109,25 @@ func TestMemoryReturner(t *testing.T) {
 }
 
 // TestMemoryReturnAfterBurst holds requests on a real resolver, releases
-// them and sees the return counted once their hold queue has drained.
+// them and sees the return counted once their hold queue has drained, and
+// the pod connections the release left idle closed by it.
 func TestMemoryReturnAfterBurst(t *testing.T) {
 	const n = 4
-	h := newHarness(t, 1, func(o *Options) { o.ReturnMemoryAtPeak, o.ReturnMemoryAfter = n, 50*time.Millisecond })
-	up := echoUpstream(t)
+	h := newHarness(t, 1, func(o *Options) { o.ReturnMemoryAtPeak, o.ReturnMemoryAfter = n, 2*time.Second })
+	var podConns atomic.Int64
+	up := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+	}))
+	up.Config.ConnState = func(_ net.Conn, st http.ConnState) {
+		switch st {
+		case http.StateNew:
+			podConns.Add(1)
+		case http.StateClosed, http.StateHijacked:
+			podConns.Add(-1)
+		}
+	}
+	up.Start()
+	t.Cleanup(up.Close)
 	h.mapPort("web", "websvc", nil, h.proxyPort(0, "http", ""))
 	conns := make([]net.Conn, n)
 	for i := range conns {
@@ -139,5 +156,9 @@ func TestMemoryReturnAfterBurst(t *testing.T) {
 			t.Fatalf("status %d", res.StatusCode)
 		}
 	}
+	if got := testutil.ToFloat64(h.r.metrics.MemoryReturns); got != 0 || podConns.Load() == 0 {
+		t.Fatalf("before the return: %v returns, %d pod connections; want 0 and the release's connections kept alive", got, podConns.Load())
+	}
 	h.eventually("the memory is returned once", func() bool { return testutil.ToFloat64(h.r.metrics.MemoryReturns) == 1 })
+	h.eventually("the idle pod connections are closed", func() bool { return podConns.Load() == 0 })
 }

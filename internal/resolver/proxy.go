@@ -46,6 +46,12 @@ func newUpstreams(dial func(ctx context.Context, network, addr string) (net.Conn
 	}
 }
 
+// closeIdle closes the kept-alive pod connections no request is using.
+func (u upstreams) closeIdle() {
+	u.h1.CloseIdleConnections()
+	u.h2.CloseIdleConnections()
+}
+
 // copyBuffers lends ReverseProxy the buffers it copies bodies through. Left
 // to itself, it allocates 32 KiB per request: half of every byte a
 // forwarded request allocated in BenchmarkHTTPForward.
