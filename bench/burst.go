@@ -6,6 +6,7 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -64,11 +65,12 @@ func (b *bench) burst(ctx context.Context) error {
 	}
 	before, _, _ := memMiB(pid)
 	anonBefore, fileBefore, _ := rssParts(pid)
+	metricsURL := "http://" + net.JoinHostPort(rpod.Status.PodIP, "8012") + "/metrics"
+	goBefore := b.goMemory(ctx, metricsURL)
 	peakNote := "VmHWM, reset just before the burst"
 	if err := resetPeak(pid); err != nil {
 		peakNote = "VmHWM since the resolver started (could not reset it: " + err.Error() + ")"
 	}
-	metricsURL := "http://" + net.JoinHostPort(rpod.Status.PodIP, "8012") + "/metrics"
 	var maxHeld atomic.Int64
 	heapTaken := false
 	pctx, stop := context.WithCancel(ctx)
@@ -164,8 +166,52 @@ func (b *bench) burst(ctx context.Context) error {
 	anonAfter, fileAfter, _ := rssParts(pid)
 	if before > 0 {
 		b.add(fig(secBurst, nameAfter, "× before", []float64{after / before}, goalFor(nameAfter),
-			fmt.Sprintf("VmRSS %.1f MiB one minute after the last answer, %.1f MiB before the burst; of which RssAnon (heap, stacks) %.1f after, %.1f before, and RssFile (the binary's pages touched) %.1f after, %.1f before",
-				after, before, anonAfter, anonBefore, fileAfter, fileBefore)))
+			fmt.Sprintf("VmRSS %.1f MiB one minute after the last answer, %.1f MiB before the burst; of which RssAnon (heap, stacks) %.1f after, %.1f before, and RssFile (the binary's pages touched) %.1f after, %.1f before%s",
+				after, before, anonAfter, anonBefore, fileAfter, fileBefore, goBefore.to(b.goMemory(ctx, metricsURL)))))
 	}
 	return nil
+}
+
+// goMemory is where the Go runtime's memory of a process is, from the
+// memstats figures of its Go collector, in MiB; nil when they cannot be
+// scraped.
+type goMemory map[string]float64
+
+// goMemoryParts names the parts goMemory reads, in the order they are
+// reported.
+var goMemoryParts = []struct{ name, what string }{
+	{"go_memstats_heap_inuse_bytes", "heap in use"},
+	{"go_memstats_stack_inuse_bytes", "goroutine stacks"},
+	{"go_memstats_heap_idle_bytes", "free heap"},
+	{"go_memstats_heap_released_bytes", "of it returned to the OS"},
+	{"go_memstats_other_sys_bytes", "other runtime memory"},
+	{"go_memstats_gc_sys_bytes", "GC metadata"},
+	{"go_memstats_mspan_inuse_bytes", "span records"},
+}
+
+func (b *bench) goMemory(ctx context.Context, metricsURL string) goMemory {
+	text, err := b.scrape(ctx, metricsURL)
+	if err != nil {
+		logf("the resolver's Go memory figures: %v", err)
+		return nil
+	}
+	m := goMemory{}
+	for _, p := range goMemoryParts {
+		m[p.name] = report.ParseGauge(text, p.name, "") / (1 << 20)
+	}
+	m["go_goroutines"] = report.ParseGauge(text, "go_goroutines", "")
+	return m
+}
+
+// to describes the change from m to later, for a figure's note.
+func (m goMemory) to(later goMemory) string {
+	if m == nil || later == nil {
+		return ""
+	}
+	var parts []string
+	for _, p := range goMemoryParts {
+		parts = append(parts, fmt.Sprintf("%s %.1f → %.1f", p.what, m[p.name], later[p.name]))
+	}
+	return fmt.Sprintf(". The Go runtime's own figures (memstats, MiB), before → after: %s; goroutines %.0f → %.0f",
+		strings.Join(parts, ", "), m["go_goroutines"], later["go_goroutines"])
 }
