@@ -160,9 +160,7 @@ func (r *Resolver) parkOnArrival(c net.Conn, t Target, port int32) {
 // of a request it has parsed, are made here again.
 func (r *Resolver) parksOnArrival(t Target, req *http.Request) bool {
 	switch {
-	case !parkable(req), req.Method == http.MethodConnect, req.Header.Get("Expect") != "":
-		return false
-	case !serverTakes(req):
+	case !headParks(req):
 		return false
 	case t.Static != nil && matchStatic(t.Static.Rules, req, false) != nil:
 		return false
@@ -170,6 +168,13 @@ func (r *Resolver) parksOnArrival(t Target, req *http.Request) bool {
 		return false
 	}
 	return !r.servableNow(t)
+}
+
+// headParks says whether req, whatever its target, may be parked on
+// arrival: a request the server takes to its handlers, and that
+// requireMapping and the hold's parking would let through.
+func headParks(req *http.Request) bool {
+	return parkable(req) && req.Method != http.MethodConnect && req.Header.Get("Expect") == "" && serverTakes(req)
 }
 
 // serverTakes says whether http.Server would pass req, as http.ReadRequest

@@ -490,3 +490,49 @@ func TestDrainWithAHeadHalfSent(t *testing.T) {
 		t.Fatalf("the pod saw %+v", got)
 	}
 }
+
+// FuzzHeadParks checks that every first request the resolver would park on
+// arrival (headParks) is one http.Server takes to its handler: parking one
+// it answers 400 instead would hold it, and wake the target, for nothing.
+func FuzzHeadParks(f *testing.F) {
+	f.Add("GET /a?b HTTP/1.1\r\nHost: web\r\nX: 1\r\nX: 2\r\n\r\n")
+	f.Add("GET / HTTP/1.0\r\n\r\n")
+	f.Add("GET http://h/p HTTP/1.1\r\nHost: h\r\n\r\n")
+	f.Add("GET / HTTP/1.1\r\nHost: a b\r\n\r\n")
+	f.Add("GET / HTTP/1.1\r\nHost: web\r\nX\x01: v\r\n\r\n")
+	f.Add("OPTIONS * HTTP/1.1\r\nHost: web\r\nExpect: 100-continue\r\n\r\n")
+	f.Fuzz(func(t *testing.T, raw string) {
+		req, err := http.ReadRequest(bufio.NewReader(strings.NewReader(raw)))
+		if err != nil || !headParks(req) {
+			return
+		}
+		if status := serveOne(t, raw); status != http.StatusNoContent {
+			t.Fatalf("parked on arrival, but http.Server answers %d to %q", status, raw)
+		}
+	})
+}
+
+// serveOne has an http.Server read raw from a connection and returns the
+// status of its answer: 204 from its handler, or the server's own.
+func serveOne(t *testing.T, raw string) int {
+	srv := &http.Server{
+		Handler:           http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusNoContent) }),
+		ReadHeaderTimeout: 5 * time.Second,
+	}
+	l := newConnListener()
+	go func() { _ = srv.Serve(l) }()
+	defer srv.Close()
+	server, client := net.Pipe()
+	defer client.Close()
+	go l.push(server)
+	// The pipe is synchronous, and the server reads what follows the first
+	// request only after answering it.
+	go func() { _, _ = io.WriteString(client, raw) }()
+	_ = client.SetReadDeadline(time.Now().Add(10 * time.Second))
+	res, err := http.ReadResponse(bufio.NewReader(client), nil)
+	if err != nil {
+		t.Fatalf("no answer from http.Server to %q: %v", raw, err)
+	}
+	res.Body.Close()
+	return res.StatusCode
+}
