@@ -162,8 +162,8 @@ func (b *bench) forwarding(ctx context.Context) error {
 		at := fmt.Sprintf("%d rps", half)
 		psiNote := "share of the run in which some runnable task on the machine waited for a CPU (/proc/pressure/cpu, read at both ends)"
 		if directPSIOK && viaPSIOK {
-			b.add(fig(secProxy, at+": machine CPU pressure (PSI some), run direct to the pod", "%", []float64{100 * directPSI}, nil, psiNote))
-			b.add(fig(secProxy, at+": machine CPU pressure (PSI some), run through the resolver", "%", []float64{100 * viaPSI}, nil, psiNote))
+			b.add(fig(secProxy, at+": machine CPU pressure (PSI some), run direct to the pod", "%", []float64{directPSI}, nil, psiNote))
+			b.add(fig(secProxy, at+": machine CPU pressure (PSI some), run through the resolver", "%", []float64{viaPSI}, nil, psiNote))
 		} else {
 			b.note("The machine's CPU pressure at %s could not be read from /proc/pressure/cpu.", at)
 		}
