@@ -12,7 +12,7 @@ import (
 // memoryReturner gives the heap a large hold used back to the OS once the
 // hold queue has drained and stayed empty for a while.
 //
-// Each held request costs about 16 KiB of RSS parked, 30 KiB in its
+// Each held request costs about 14 KiB of RSS parked, 30 KiB in its
 // handler (docs/benchmarks.md#burst), so the first burst after a night at
 // zero can grow the resolver by a hundred MiB or more. The Go runtime frees
 // that heap at its next GC but returns it to the OS only down to its last
