@@ -65,13 +65,15 @@ func (b *bench) forwarding(ctx context.Context) error {
 	// or the app direct) and the whole machine.
 	var viaUse, directUse []cpuUse
 	var viaOK, directOK []int
-	measured := func(pid int, url string) (*loadResult, cpuUse, error) {
+	// measured runs the load generator with args and reads pid's CPU
+	// and the machine's around the run.
+	measured := func(pid int, args ...string) (*loadResult, cpuUse, error) {
 		before, err := sampleCPU(pid)
 		if err != nil {
 			return nil, cpuUse{}, err
 		}
 		t0 := time.Now()
-		r, err := b.runLoad(ctx, "-mode", "closed", "-url", url, "-workers", "64", "-duration", "5s")
+		r, err := b.runLoad(ctx, args...)
 		if err != nil {
 			return nil, cpuUse{}, err
 		}
@@ -82,11 +84,11 @@ func (b *bench) forwarding(ctx context.Context) error {
 		return r, before.to(after, time.Since(t0)), nil
 	}
 	for range 3 {
-		d, du, err := measured(apid, direct)
+		d, du, err := measured(apid, "-mode", "closed", "-url", direct, "-workers", "64", "-duration", "5s")
 		if err != nil {
 			return err
 		}
-		r, ru, err := measured(rpid, via)
+		r, ru, err := measured(rpid, "-mode", "closed", "-url", via, "-workers", "64", "-duration", "5s")
 		if err != nil {
 			return err
 		}
@@ -140,15 +142,12 @@ func (b *bench) forwarding(ctx context.Context) error {
 		// pressure, the resolver's CPU and throttling, and how long its
 		// goroutines waited for a CPU.
 		sched := b.schedScrape(ctx, resolverPods, "8012")
-		cpu0, cpuErr := sampleCPU(rpid)
-		rp, t0 := readPressure(), time.Now()
-		r, err := b.runLoad(ctx, "-mode", "rate", "-url", via, "-rate", fmt.Sprint(rate.rps), "-duration", rate.dur)
+		rp := readPressure()
+		r, use, err := measured(rpid, "-mode", "rate", "-url", via, "-rate", fmt.Sprint(rate.rps), "-duration", rate.dur)
 		if err != nil {
 			return err
 		}
 		viaPSI, viaPSIOK := rp.share(readPressure())
-		cpu1, cpuErr1 := sampleCPU(rpid)
-		wall := time.Since(t0)
 		schedAfter := b.schedScrape(ctx, resolverPods, "8012")
 		diff := b.addPair(secProxy, fmt.Sprintf("%d rps", rate.rps), "direct to the pod", "through the resolver (pod IP:resolver port)", d, r, note)
 		if rate.rps != half {
@@ -167,14 +166,11 @@ func (b *bench) forwarding(ctx context.Context) error {
 		} else {
 			b.note("The machine's CPU pressure at %s could not be read from /proc/pressure/cpu.", at)
 		}
-		if cpuErr == nil && cpuErr1 == nil {
-			u := cpu0.to(cpu1, wall)
-			b.add(fig(secProxy, at+": resolver CPU use, run through it (limit 1 CPU)", "CPUs", []float64{u.procCPUs}, nil, ""))
-			if u.throttledShare >= 0 {
-				b.add(fig(secProxy, at+": CFS periods in which the resolver was throttled", "%", []float64{100 * u.throttledShare}, nil, "cgroup cpu.stat nr_throttled ÷ nr_periods"))
-			}
-			b.add(fig(secProxy, at+": machine CPU busy, run through the resolver", "% of all CPUs", []float64{100 * u.machineBusy}, nil, "/proc/stat, all CPUs"))
+		b.add(fig(secProxy, at+": resolver CPU use, run through it (limit 1 CPU)", "CPUs", []float64{use.procCPUs}, nil, ""))
+		if use.throttledShare >= 0 {
+			b.add(fig(secProxy, at+": CFS periods in which the resolver was throttled", "%", []float64{100 * use.throttledShare}, nil, "cgroup cpu.stat nr_throttled ÷ nr_periods"))
 		}
+		b.add(fig(secProxy, at+": machine CPU busy, run through the resolver", "% of all CPUs", []float64{100 * use.machineBusy}, nil, "/proc/stat, all CPUs"))
 		b.addSched(secProxy, at+": the resolver's goroutines that waited for a CPU", "the run through the resolver", sched.buckets(), schedAfter.buckets())
 	}
 	return nil

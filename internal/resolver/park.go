@@ -30,13 +30,13 @@ import (
 // handler writes the request's head back into bytes, takes the connection
 // from net/http (Hijack) and returns; what is left is the connection, those
 // bytes, the goroutine that waits for the hold's end and a watch of the
-// client (hangup_linux.go: one epoll set for all). When the hold ends, the connection goes back to the same
-// http.Server with the head in front of its unread bytes, and the hold's
-// outcome attached: the server reads the same request again, and
-// holdUntilReady acts on the outcome instead of holding a second time. From
-// there on the request is forwarded, or refused, exactly as one held in
-// its handler, and the connection lives on as any other (keep-alive,
-// pipelining).
+// client (hangup_linux.go: one epoll set for all). When the hold ends, the
+// connection goes back to the same http.Server with the head in front of
+// its unread bytes, and the hold's outcome attached: the server reads the
+// same request again, and holdUntilReady acts on the outcome instead of
+// holding a second time. From there on the request is forwarded, or
+// refused, exactly as one held in its handler, and the connection lives on
+// as any other (keep-alive, pipelining).
 //
 // Requests with a body stay in their handler: their body must be read ahead
 // to see the client leave (heldbody.go). HTTP/2 streams cannot be taken from
