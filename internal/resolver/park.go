@@ -178,11 +178,15 @@ func headParks(req *http.Request) bool {
 }
 
 // serverTakes says whether http.Server would pass req, as http.ReadRequest
-// parsed it, to its handler rather than answer 400. ReadRequest drops the
-// Host field, so a request in absolute form, where the server still wants
-// one, is left to the server.
+// parsed it, to its handler rather than answer it itself: 400 for a bad
+// head, 200 for OPTIONS * (its general options handler). ReadRequest drops
+// the Host field, so a request in absolute form, where the server still
+// wants one, is left to the server.
 func serverTakes(req *http.Request) bool {
 	if req.URL.Host != "" || (req.ProtoAtLeast(1, 1) && req.Host == "") {
+		return false
+	}
+	if req.Method == http.MethodOptions && req.RequestURI == "*" {
 		return false
 	}
 	if req.Host != "" && !httpguts.ValidHostHeader(req.Host) {

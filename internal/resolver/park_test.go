@@ -370,6 +370,8 @@ func TestParkOnArrivalLeavesTheRestToTheServer(t *testing.T) {
 		// closeWrite half-closes the connection after send.
 		closeWrite bool
 		held       bool
+		// wakes is set where the target is woken without a held request.
+		wakes bool
 		// status is the answer; 0 is a connection closed without one.
 		status    int
 		onArrival int64
@@ -386,10 +388,11 @@ func TestParkOnArrivalLeavesTheRestToTheServer(t *testing.T) {
 		{name: "not HTTP", send: []string{"NONSENSE\r\n\r\n"}, status: 400},
 		{name: "header over the limit", send: []string{"GET /x HTTP/1.1\r\nHost: web\r\nX-Big: " + strings.Repeat("a", 8<<10) + "\r\n\r\n"}, status: 431},
 		{name: "CONNECT", send: []string{"CONNECT web:443 HTTP/1.1\r\nHost: web:443\r\n\r\n"}, status: 405},
+		{name: "OPTIONS *", send: []string{"OPTIONS * HTTP/1.1\r\nHost: web\r\n\r\n"}, status: 200},
 		{name: "Expect", send: []string{"GET /x HTTP/1.1\r\nHost: web\r\nExpect: something\r\n\r\n"}, status: 417},
 		{name: "static response", proxy: staticProxy(kubeletRule()), send: []string{"GET /healthz HTTP/1.1\r\nHost: web\r\nUser-Agent: kube-probe/1.37\r\n\r\n"}, status: 200},
 		{name: "no static response matches", proxy: staticProxy(kubeletRule()), send: []string{get}, held: true, status: 200, onArrival: 1},
-		{name: "waking page", proxy: pageProxy(5, ""), send: []string{"GET / HTTP/1.1\r\nHost: web\r\nAccept: text/html\r\n\r\n"}, status: 503},
+		{name: "waking page", proxy: pageProxy(5, ""), send: []string{"GET / HTTP/1.1\r\nHost: web\r\nAccept: text/html\r\n\r\n"}, wakes: true, status: 503},
 		{name: "not a page load", proxy: pageProxy(5, ""), send: []string{get}, held: true, status: 200, onArrival: 1},
 		{name: "closes before a head", closeWrite: true},
 		{name: "closes within the head", send: []string{"GET /x HTTP/1.1\r\nHo"}, closeWrite: true, status: 400},
@@ -424,6 +427,10 @@ func TestParkOnArrivalLeavesTheRestToTheServer(t *testing.T) {
 					_ = c.CloseWrite()
 				}
 				var o outcome
+				if tc.held || tc.wakes {
+					// The activation call is made asynchronously.
+					h.eventually("the target is woken", func() bool { return h.act.count("ns/web") > 0 })
+				}
 				if tc.held {
 					h.eventually("the request is held", func() bool { return h.held("web") == 1 })
 					o.Held = true
@@ -501,6 +508,7 @@ func FuzzHeadParks(f *testing.F) {
 	f.Add("GET / HTTP/1.1\r\nHost: a b\r\n\r\n")
 	f.Add("GET / HTTP/1.1\r\nHost: web\r\nX\x01: v\r\n\r\n")
 	f.Add("OPTIONS * HTTP/1.1\r\nHost: web\r\nExpect: 100-continue\r\n\r\n")
+	f.Add("OPTIONS * HTTP/1.0\n00000:\n\n")
 	f.Fuzz(func(t *testing.T, raw string) {
 		req, err := http.ReadRequest(bufio.NewReader(strings.NewReader(raw)))
 		if err != nil || !headParks(req) {
