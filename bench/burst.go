@@ -71,7 +71,7 @@ func (b *bench) burst(ctx context.Context) error {
 	if err := resetPeak(pid); err != nil {
 		peakNote = "VmHWM since the resolver started (could not reset it: " + err.Error() + ")"
 	}
-	var maxHeld atomic.Int64
+	var maxHeld, maxGoroutines atomic.Int64
 	heapTaken := false
 	pctx, stop := context.WithCancel(ctx)
 	var wg sync.WaitGroup
@@ -81,6 +81,11 @@ func (b *bench) burst(ctx context.Context) error {
 				v := int64(report.ParseGauge(text, "elasti_resolver_held_requests", `namespace="`+nsBurst+`"`))
 				if v > maxHeld.Load() {
 					maxHeld.Store(v)
+				}
+				// The runtime keeps a record of each goroutine it ran
+				// at once for reuse, and never frees it: the RSS after.
+				if g := int64(report.ParseGauge(text, "go_goroutines", "")); g > maxGoroutines.Load() {
+					maxGoroutines.Store(g)
 				}
 				if v == burstCount && !heapTaken {
 					heapTaken = true
@@ -167,7 +172,7 @@ func (b *bench) burst(ctx context.Context) error {
 	if before > 0 {
 		b.add(fig(secBurst, nameAfter, "× before", []float64{after / before}, goalFor(nameAfter),
 			fmt.Sprintf("VmRSS %.1f MiB one minute after the last answer, %.1f MiB before the burst; of which RssAnon (heap, stacks) %.1f after, %.1f before, and RssFile (the binary's pages touched) %.1f after, %.1f before%s",
-				after, before, anonAfter, anonBefore, fileAfter, fileBefore, goBefore.to(b.goMemory(ctx, metricsURL)))))
+				after, before, anonAfter, anonBefore, fileAfter, fileBefore, goBefore.to(b.goMemory(ctx, metricsURL), maxGoroutines.Load()))))
 	}
 	return nil
 }
@@ -181,6 +186,7 @@ type goMemory map[string]float64
 // reported.
 var goMemoryParts = []struct{ name, what string }{
 	{"go_memstats_heap_inuse_bytes", "heap in use"},
+	{"go_memstats_heap_alloc_bytes", "of it live objects"},
 	{"go_memstats_stack_inuse_bytes", "goroutine stacks"},
 	{"go_memstats_heap_idle_bytes", "free heap"},
 	{"go_memstats_heap_released_bytes", "of it returned to the OS"},
@@ -203,8 +209,9 @@ func (b *bench) goMemory(ctx context.Context, metricsURL string) goMemory {
 	return m
 }
 
-// to describes the change from m to later, for a figure's note.
-func (m goMemory) to(later goMemory) string {
+// to describes the change from m to later, for a figure's note; peak is
+// the most goroutines seen at once in between (0: not seen).
+func (m goMemory) to(later goMemory, peak int64) string {
 	if m == nil || later == nil {
 		return ""
 	}
@@ -212,6 +219,10 @@ func (m goMemory) to(later goMemory) string {
 	for _, p := range goMemoryParts {
 		parts = append(parts, fmt.Sprintf("%s %.1f → %.1f", p.what, m[p.name], later[p.name]))
 	}
-	return fmt.Sprintf(". The Go runtime's own figures (memstats, MiB), before → after: %s; goroutines %.0f → %.0f",
-		strings.Join(parts, ", "), m["go_goroutines"], later["go_goroutines"])
+	most := ""
+	if peak > 0 {
+		most = fmt.Sprintf(" (%d at most during the burst, scraped every 100 ms)", peak)
+	}
+	return fmt.Sprintf(". The Go runtime's own figures (memstats, MiB), before → after: %s; goroutines %.0f → %.0f%s",
+		strings.Join(parts, ", "), m["go_goroutines"], later["go_goroutines"], most)
 }
