@@ -52,7 +52,8 @@ func acceptedSocket(t *testing.T, client net.Conn) int {
 // Held client connections carry TCP keepalives with the configured period,
 // so that NATs and load balancers keep them through a long cold start: the
 // resolver's own accepted socket of a held HTTP request and of a held TCP
-// connection is read with getsockopt.
+// connection is read with getsockopt. On Linux the options are set on the
+// listening sockets and the accepted ones inherit them (keepalive_linux.go).
 func TestHeldConnectionsHaveKeepAlive(t *testing.T) {
 	for _, tc := range []struct {
 		name      string
@@ -91,13 +92,21 @@ func TestHeldConnectionsHaveKeepAlive(t *testing.T) {
 				if !tc.wantOn {
 					continue
 				}
-				for opt, label := range map[int]string{unix.TCP_KEEPIDLE: "TCP_KEEPIDLE", unix.TCP_KEEPINTVL: "TCP_KEEPINTVL"} {
-					got, err := unix.GetsockoptInt(fd, unix.IPPROTO_TCP, opt)
+				for _, o := range []struct {
+					opt   int
+					label string
+					want  int
+				}{
+					{unix.TCP_KEEPIDLE, "TCP_KEEPIDLE", tc.wantSecs},
+					{unix.TCP_KEEPINTVL, "TCP_KEEPINTVL", tc.wantSecs},
+					{unix.TCP_KEEPCNT, "TCP_KEEPCNT", keepAliveProbes},
+				} {
+					got, err := unix.GetsockoptInt(fd, unix.IPPROTO_TCP, o.opt)
 					if err != nil {
 						t.Fatal(err)
 					}
-					if got != tc.wantSecs {
-						t.Errorf("%s: %s = %ds, want %ds", name, label, got, tc.wantSecs)
+					if got != o.want {
+						t.Errorf("%s: %s = %d, want %d", name, o.label, got, o.want)
 					}
 				}
 			}

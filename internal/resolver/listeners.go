@@ -27,13 +27,11 @@ type listenerSet struct {
 // closing what it opened, if any port cannot be bound. Every accepted
 // connection gets TCP keepalives every keepAlive (none when negative): a
 // held connection is silent for as long as the cold start lasts, and the
-// probes keep NATs and load balancers from dropping it.
+// probes keep NATs and load balancers from dropping it. keepAliveProbes
+// unanswered probes end it.
 func openListeners(address string, start, end int, keepAlive time.Duration) (*listenerSet, error) {
 	ls := &listenerSet{listeners: make([]*net.TCPListener, 0, end-start+1)}
-	lc := net.ListenConfig{KeepAlive: keepAlive}
-	if keepAlive > 0 {
-		lc.KeepAliveConfig = net.KeepAliveConfig{Enable: true, Idle: keepAlive, Interval: keepAlive, Count: 4}
-	}
+	lc := keepAliveListenConfig(keepAlive)
 	for port := start; port <= end; port++ {
 		l, err := lc.Listen(context.Background(), "tcp", net.JoinHostPort(address, strconv.Itoa(port)))
 		if err != nil {
@@ -103,3 +101,7 @@ func (ls *listenerSet) ports() []int32 {
 	}
 	return out
 }
+
+// keepAliveProbes is how many unanswered keepalive probes close a client
+// connection.
+const keepAliveProbes = 4
