@@ -5,6 +5,7 @@ package resolver
 import (
 	"fmt"
 	"net"
+	"os"
 	"sync"
 	"syscall"
 
@@ -18,8 +19,15 @@ import (
 // or half-close ends its hold as a client that left; bytes that arrive end
 // the watch with the client still there, as net/http's background read
 // does when the client sends a pipelined request.
+//
+// The goroutine never blocks in epoll_wait: the set's own descriptor is
+// non-blocking and waited on by the Go runtime's poller, as a socket is. A
+// thread blocked in the system call would keep its P until the runtime's
+// monitor took it back, up to 10 ms later, which stalls every goroutine
+// when GOMAXPROCS is 1.
 type hangupWatcher struct {
 	epfd int
+	set  syscall.RawConn
 
 	mu      sync.Mutex
 	next    int32
@@ -42,7 +50,16 @@ func watchHangup(c net.Conn, left func(error)) (stop func(), ok bool) {
 		if err != nil {
 			return
 		}
-		sharedHangups.w = &hangupWatcher{epfd: fd, watches: map[int32]func(error){}}
+		if err := unix.SetNonblock(fd, true); err != nil {
+			_ = unix.Close(fd)
+			return
+		}
+		// Non-blocking, the descriptor goes to the runtime's poller.
+		set, err := os.NewFile(uintptr(fd), "elasti-hangups").SyscallConn()
+		if err != nil {
+			return
+		}
+		sharedHangups.w = &hangupWatcher{epfd: fd, set: set, watches: map[int32]func(error){}}
 		go sharedHangups.w.run()
 	})
 	if sharedHangups.w == nil {
@@ -102,14 +119,22 @@ func (w *hangupWatcher) watch(c net.Conn, left func(error)) (func(), bool) {
 func (w *hangupWatcher) run() {
 	events := make([]unix.EpollEvent, 256)
 	for {
-		n, err := unix.EpollWait(w.epfd, events, -1)
-		if err != nil {
-			// EINTR; anything else cannot happen with this set and
-			// buffer, and would leave watched clients to be seen at
-			// their release instead.
-			if err == unix.EINTR {
-				continue
+		var n int
+		var err error
+		rerr := w.set.Read(func(fd uintptr) bool {
+			for {
+				n, err = unix.EpollWait(int(fd), events, 0)
+				if err != unix.EINTR {
+					break
+				}
 			}
+			// Nothing ready: the poller waits until something is.
+			return n > 0 || err != nil
+		})
+		if rerr != nil || err != nil {
+			// Nothing else can fail with this set and buffer; if it did,
+			// watched clients would be seen leaving at their release
+			// instead.
 			return
 		}
 		w.mu.Lock()
