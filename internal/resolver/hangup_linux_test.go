@@ -1,0 +1,75 @@
+//go:build linux
+
+package resolver
+
+import (
+	"errors"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// The shared hangup watcher waits in the Go runtime's poller, not in a
+// thread blocked in epoll_wait on its set: with one P such a thread would
+// hold it until the runtime's monitor took it back. Every thread of the
+// process is read from /proc while a client is watched, and none may be in
+// a system call with the set's descriptor as its first argument; the
+// watcher must still see the client leave.
+func TestHangupWatcherBlocksNoThread(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	client, err := net.Dial("tcp", l.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer client.Close()
+	server, err := l.Accept()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer server.Close()
+	gone := make(chan error, 1)
+	stop, ok := watchHangup(server, func(err error) { gone <- err })
+	if !ok {
+		t.Fatal("the socket could not be watched")
+	}
+	defer stop()
+	epfd := sharedHangups.w.epfd
+
+	// Give a blocking watcher time to enter its system call.
+	time.Sleep(100 * time.Millisecond)
+	tasks, err := filepath.Glob("/proc/self/task/*/syscall")
+	if err != nil || len(tasks) == 0 {
+		t.Skipf("no /proc/self/task/*/syscall: %v", err)
+	}
+	for _, f := range tasks {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			continue // the thread ended
+		}
+		fields := strings.Fields(string(b))
+		if len(fields) < 2 || fields[0] == "running" || fields[0] == "-1" {
+			continue
+		}
+		if arg, err := strconv.ParseUint(strings.TrimPrefix(fields[1], "0x"), 16, 64); err == nil && arg == uint64(epfd) {
+			t.Errorf("%s: a thread is in system call %s on the hangup set (fd %d)", f, fields[0], epfd)
+		}
+	}
+
+	client.Close()
+	select {
+	case err := <-gone:
+		if !errors.Is(err, ErrClientGone) {
+			t.Fatalf("the watcher reported %v; want ErrClientGone", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the watcher did not see the client leave")
+	}
+}
