@@ -4,7 +4,6 @@ package resolver
 
 import (
 	"errors"
-	"net"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -20,21 +19,7 @@ import (
 // a system call with the set's descriptor as its first argument; the
 // watcher must still see the client leave.
 func TestHangupWatcherBlocksNoThread(t *testing.T) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	client, err := net.Dial("tcp", l.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer client.Close()
-	server, err := l.Accept()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer server.Close()
+	server, client := tcpPair(t)
 	gone := make(chan error, 1)
 	stop, ok := watchHangup(server, func(err error) { gone <- err })
 	if !ok {

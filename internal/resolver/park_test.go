@@ -276,24 +276,26 @@ func TestParkedTwiceOnOneConnection(t *testing.T) {
 // shared epoll set for sockets (Linux) and a read of its own for anything
 // else (net.Pipe here). A client that closes ends the hold as gone; one that
 // sends more is still there, and what it sent is kept for the server.
-func TestParkedWatch(t *testing.T) {
-	tcpPair := func(t *testing.T) (server, client net.Conn) {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer l.Close()
-		client, err = net.Dial("tcp", l.Addr().String())
-		if err != nil {
-			t.Fatal(err)
-		}
-		server, err = l.Accept()
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { server.Close(); client.Close() })
-		return server, client
+// tcpPair is both ends of one loopback TCP connection, closed when t ends.
+func tcpPair(t *testing.T) (server, client net.Conn) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
 	}
+	defer l.Close()
+	client, err = net.Dial("tcp", l.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	server, err = l.Accept()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { server.Close(); client.Close() })
+	return server, client
+}
+
+func TestParkedWatch(t *testing.T) {
 	pipePair := func(t *testing.T) (server, client net.Conn) {
 		server, client = net.Pipe()
 		t.Cleanup(func() { server.Close(); client.Close() })
