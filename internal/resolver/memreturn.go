@@ -32,7 +32,8 @@ type memoryReturner struct {
 	atPeak int
 	// empty reports whether nothing is held now.
 	empty func() bool
-	// free returns the memory: returnFreeMemory, or a test's stand-in.
+	// free returns the memory: in the resolver, closeIdle and then
+	// returnFreeMemory; in a test, a stand-in.
 	free func()
 	// returned counts the returns (elasti_resolver_memory_returns_total).
 	returned func()
@@ -45,12 +46,15 @@ type memoryReturner struct {
 	due bool
 }
 
-func newMemoryReturner(c clock.Clock, after time.Duration, atPeak int, empty func() bool, returned func()) *memoryReturner {
+// newMemoryReturner returns memory with free once a hold of atPeak or more
+// has drained and empty has stayed true for after; returned is called after
+// each return.
+func newMemoryReturner(c clock.Clock, after time.Duration, atPeak int, empty func() bool, free, returned func()) *memoryReturner {
 	dc, ok := c.(clock.WithDelayedExecution)
 	if !ok {
 		dc = clock.RealClock{}
 	}
-	return &memoryReturner{clock: dc, after: after, atPeak: atPeak, empty: empty, free: returnFreeMemory, returned: returned}
+	return &memoryReturner{clock: dc, after: after, atPeak: atPeak, empty: empty, free: free, returned: returned}
 }
 
 // returnFreeMemory collects garbage twice and returns every free page to the

@@ -23,8 +23,7 @@ func TestMemoryReturner(t *testing.T) {
 		q := NewHoldQueue()
 		clk := clocktesting.NewFakeClock(time.Unix(1000, 0))
 		frees := 0
-		m := newMemoryReturner(clk, after, atPeak, func() bool { return q.Total() == 0 }, func() {})
-		m.free = func() { frees++ }
+		m := newMemoryReturner(clk, after, atPeak, func() bool { return q.Total() == 0 }, func() { frees++ }, func() {})
 		q.drained = m.drained
 		return q, clk, &frees
 	}

@@ -84,15 +84,15 @@ func New(ports *PortMap, endpoints *Endpoints, opts Options) (*Resolver, error) 
 	})
 	r.stopCtx, r.stop = context.WithCancel(context.Background())
 	r.portsClosed, r.closeArrivals = context.WithCancel(context.Background())
-	r.memory = newMemoryReturner(opts.Clock, opts.ReturnMemoryAfter, opts.ReturnMemoryAtPeak,
-		func() bool { return r.holds.Total() == 0 }, opts.Metrics.MemoryReturns.Inc)
-	r.memory.free = func() {
+	free := func() {
 		// The pod connections a burst's release opened are idle by now,
 		// and would keep their buffers and goroutines for the Transport's
 		// IdleConnTimeout: the woken target's clients reach it directly.
 		r.upstreams.closeIdle()
 		returnFreeMemory()
 	}
+	r.memory = newMemoryReturner(opts.Clock, opts.ReturnMemoryAfter, opts.ReturnMemoryAtPeak,
+		func() bool { return r.holds.Total() == 0 }, free, opts.Metrics.MemoryReturns.Inc)
 	r.holds.drained = r.memory.drained
 	r.dialer = &dialer{
 		endpoints:      endpoints,
