@@ -10,12 +10,14 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math"
 	"net"
 	"net/http"
 	"net/netip"
 	"net/url"
 	"os"
 	"os/exec"
+	"runtime/metrics"
 	"sort"
 	"strings"
 	"sync"
@@ -80,6 +82,59 @@ type loadResult struct {
 	Start int64 `json:"startUnixNano"`
 	// LatencyMs holds one sample per successful (2xx) request.
 	LatencyMs []float64 `json:"latencyMs"`
+	// SchedWaits is how long the generator's own goroutines waited for a
+	// CPU during the run (runtime/metrics /sched/latencies:seconds): a
+	// latency the generator records late because it was not running is the
+	// machine's, not the path's.
+	SchedWaits []schedWait `json:"schedWaits,omitempty"`
+}
+
+// schedWait is how many goroutine wake-ups waited longer than Seconds, of
+// Total.
+type schedWait struct {
+	Seconds float64 `json:"seconds"`
+	Over    float64 `json:"over"`
+	Total   float64 `json:"total"`
+}
+
+// schedWaitBounds are the waits the generator reports: a millisecond is
+// already most of the path's median, ten is a tail.
+var schedWaitBounds = []float64{1e-3, 1e-2}
+
+func readSchedLatencies() *metrics.Float64Histogram {
+	s := []metrics.Sample{{Name: "/sched/latencies:seconds"}}
+	metrics.Read(s)
+	if s[0].Value.Kind() != metrics.KindFloat64Histogram {
+		return nil
+	}
+	return s[0].Value.Float64Histogram()
+}
+
+// schedWaitsBetween counts, for each bound, the wake-ups between two
+// readings in the runtime's buckets that reach above it. They all waited
+// longer than the lower edge of the first such bucket, the runtime's edge
+// nearest below the bound, which Seconds reports.
+func schedWaitsBetween(before, after *metrics.Float64Histogram) []schedWait {
+	if before == nil || after == nil || len(before.Counts) != len(after.Counts) {
+		return nil
+	}
+	var out []schedWait
+	for _, bound := range schedWaitBounds {
+		w, first := schedWait{Seconds: bound}, true
+		for i, c := range after.Counts {
+			n := float64(c - before.Counts[i])
+			w.Total += n
+			if after.Buckets[i+1] > bound {
+				if first && !math.IsInf(after.Buckets[i], -1) {
+					w.Seconds = after.Buckets[i]
+				}
+				first = false
+				w.Over += n
+			}
+		}
+		out = append(out, w)
+	}
+	return out
 }
 
 func (r *loadResult) rps() float64 {
@@ -245,6 +300,7 @@ func loadMain(args []string) error {
 	if err != nil {
 		return err
 	}
+	sched := readSchedLatencies()
 	start := time.Now()
 	var wg sync.WaitGroup
 	switch *mode {
@@ -311,6 +367,7 @@ func loadMain(args []string) error {
 		return fmt.Errorf("unknown mode %q", *mode)
 	}
 	wg.Wait()
+	rc.res.SchedWaits = schedWaitsBetween(sched, readSchedLatencies())
 	rc.res.Start = start.UnixNano()
 	rc.res.Elapsed = time.Since(start).Seconds()
 	return json.NewEncoder(os.Stdout).Encode(&rc.res)

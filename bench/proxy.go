@@ -3,9 +3,12 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"net"
+	"slices"
+	"strconv"
 	"time"
 
 	"elasti.dev/elasti/bench/report"
@@ -172,8 +175,75 @@ func (b *bench) forwarding(ctx context.Context) error {
 		}
 		b.add(fig(secProxy, at+": machine CPU busy, run through the resolver", "% of all CPUs", []float64{100 * use.machineBusy}, nil, "/proc/stat, all CPUs"))
 		b.addSched(secProxy, at+": the resolver's goroutines that waited for a CPU", "the run through the resolver", sched.buckets(), schedAfter.buckets())
+		b.addTailSplit(at, d, r, sched, schedAfter)
 	}
 	return nil
+}
+
+const (
+	// The resolver's histogram of its forwards, from the start of
+	// forwarding to the pod's response headers.
+	forwardLatency = "elasti_resolver_forward_latency_seconds"
+	// tailBoundMs splits the half-maximum runs' tails: a bound of that
+	// histogram, above the direct run's usual p99.
+	tailBoundMs = 10
+)
+
+// addTailSplit adds what tells where the half-maximum run's tail through the
+// resolver came from: the share of answers over tailBoundMs as the client
+// saw them in both runs, the share of forwards over it inside the resolver
+// and their p99, and how long the load generator's own goroutines waited
+// for a CPU in both runs.
+func (b *bench) addTailSplit(at string, direct, via *loadResult, before, after *schedReading) {
+	over := func(r *loadResult) []float64 {
+		if len(r.LatencyMs) == 0 {
+			return nil
+		}
+		n := 0
+		for _, l := range r.LatencyMs {
+			if l > tailBoundMs {
+				n++
+			}
+		}
+		return []float64{100 * float64(n) / float64(len(r.LatencyMs))}
+	}
+	clientNote := "share of the run's 2xx answers, timed from each request's scheduled send"
+	b.add(fig(secProxy, fmt.Sprintf("%s: answers over %d ms at the client, run direct to the pod", at, tailBoundMs), "%", over(direct), nil, clientNote))
+	b.add(fig(secProxy, fmt.Sprintf("%s: answers over %d ms at the client, run through the resolver", at, tailBoundMs), "%", over(via), nil, clientNote))
+
+	name := fmt.Sprintf("%s: forwards over %d ms inside the resolver (start of forwarding → the pod's response headers)", at, tailBoundMs)
+	fwd := report.SubtractBuckets(after.forwardBuckets(), before.forwardBuckets())
+	slices.SortFunc(fwd, func(x, y report.Bucket) int { return cmp.Compare(x.UpperBound, y.UpperBound) })
+	var total, within float64
+	if len(fwd) > 0 {
+		total = fwd[len(fwd)-1].Count
+	}
+	for _, bk := range fwd {
+		if bk.UpperBound == tailBoundMs/1000.0 {
+			within = bk.Count
+		}
+	}
+	if total <= 0 || len(before.forwardBuckets()) == 0 {
+		b.add(skipped(secProxy, name, "%", nil, "no "+forwardLatency+" histogram scraped before and after the run"))
+	} else {
+		fwdNote := fmt.Sprintf("of the %.0f forwards in the run (%s, scraped before and after)", total, forwardLatency)
+		b.add(fig(secProxy, name, "%", []float64{(total - within) / total * 100}, nil, fwdNote))
+		b.add(fig(secProxy, at+": forwards inside the resolver, p99", "ms", []float64{1000 * report.HistogramQuantile(0.99, fwd)}, nil,
+			fwdNote+"; interpolated within the histogram's buckets (…, 2.5, 5, 10, 25 ms, …)"))
+	}
+
+	for _, run := range []struct {
+		name string
+		r    *loadResult
+	}{{"direct to the pod", direct}, {"through the resolver", via}} {
+		for _, w := range run.r.SchedWaits {
+			if w.Total <= 0 {
+				continue
+			}
+			b.add(fig(secProxy, fmt.Sprintf("%s: load generator's goroutine wake-ups that waited over %s ms for a CPU, run %s", at, strconv.FormatFloat(w.Seconds*1000, 'g', 3, 64), run.name), "%",
+				[]float64{100 * w.Over / w.Total}, nil, fmt.Sprintf("of its %.0f wake-ups in the run (runtime/metrics /sched/latencies:seconds, read at both ends)", w.Total)))
+		}
+	}
 }
 
 // addCPU adds where the CPU went in the max-throughput runs: what one request

@@ -210,10 +210,12 @@ func (b *bench) addPressure(wakes []tailWake, span string, pick func(tailWake) (
 		fmt.Sprintf("the same for the wakes with the largest %s only (%.1f to %.1f ms)", span, xs[len(slow)-1].lat, xs[0].lat)))
 }
 
-// schedReading is a component's Go scheduler figures at one moment.
+// schedReading is a component's Go scheduler figures at one moment, and,
+// for the resolver, its forward latencies.
 type schedReading struct {
 	latencies  []report.Bucket
 	gomaxprocs float64
+	forward    []report.Bucket
 }
 
 func (r *schedReading) buckets() []report.Bucket {
@@ -221,6 +223,13 @@ func (r *schedReading) buckets() []report.Bucket {
 		return nil
 	}
 	return r.latencies
+}
+
+func (r *schedReading) forwardBuckets() []report.Bucket {
+	if r == nil {
+		return nil
+	}
+	return r.forward
 }
 
 // schedScrape reads the Go scheduler figures of a component whose metrics
@@ -239,6 +248,7 @@ func (b *bench) schedScrape(ctx context.Context, component labels.Set, port stri
 	return &schedReading{
 		latencies:  report.ParseHistogram(text, schedLatencies, ""),
 		gomaxprocs: report.ParseGauge(text, "go_sched_gomaxprocs_threads", ""),
+		forward:    report.ParseHistogram(text, forwardLatency, ""),
 	}
 }
 

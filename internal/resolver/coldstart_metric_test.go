@@ -2,11 +2,15 @@ package resolver
 
 import (
 	"context"
+	"io"
 	"net/http"
+	"net/http/httptest"
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+	dto "github.com/prometheus/client_model/go"
 
 	elastiv1alpha1 "elasti.dev/elasti/api/v1alpha1"
 )
@@ -41,5 +45,42 @@ func TestColdStartMetricCountsServedHoldsOnly(t *testing.T) {
 	}
 	if n := testutil.CollectAndCount(h.r.metrics.ColdStart.MustCurryWith(map[string]string{"namespace": "ns", "elastiservice": "web"})); n != 1 {
 		t.Errorf("no cold-start series for ns/web")
+	}
+}
+
+// TestForwardLatencyExcludesTheHold: elasti_resolver_forward_latency_seconds
+// counts the pod's answer time of a held request and not its hold.
+func TestForwardLatencyExcludesTheHold(t *testing.T) {
+	const podTime, hold = 50 * time.Millisecond, 400 * time.Millisecond
+	h := newHarness(t, 1, nil)
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		time.Sleep(podTime)
+		_, _ = io.WriteString(w, "ok")
+	}))
+	t.Cleanup(up.Close)
+	h.mapPort("web", "websvc", nil, h.proxyPort(0, "http", ""))
+	done := make(chan result, 1)
+	go func() { done <- get(h.client(), context.Background(), "http://"+h.addr(0)+"/", nil) }()
+	h.eventually("the request is held", func() bool { return h.held("web") == 1 })
+	time.Sleep(hold)
+	h.ready("websvc", "websvc-abc", "http", upstreamAddr(up))
+	select {
+	case r := <-done:
+		if r.err != nil || r.status != http.StatusOK {
+			t.Fatalf("status %d err %v, want 200", r.status, r.err)
+		}
+	case <-time.After(waitTimeout):
+		t.Fatal("held request was not released")
+	}
+	var m dto.Metric
+	if err := h.r.metrics.ForwardLatency.WithLabelValues("ns", "web").(prometheus.Metric).Write(&m); err != nil {
+		t.Fatal(err)
+	}
+	hist := m.GetHistogram()
+	if hist.GetSampleCount() != 1 {
+		t.Fatalf("%d forward latency samples, want 1", hist.GetSampleCount())
+	}
+	if got := time.Duration(hist.GetSampleSum() * float64(time.Second)); got < podTime || got >= hold {
+		t.Errorf("forward latency %v, want the pod's %v and not the %v hold", got, podTime, hold)
 	}
 }

@@ -128,7 +128,7 @@ func (r *Resolver) forward(w http.ResponseWriter, req *http.Request) {
 		defer done()
 		turnDone = done
 	}
-	r.reverseProxy(rt.target, transport, host, coldStart, turnDone).ServeHTTP(w, req)
+	r.reverseProxy(rt.target, transport, host, coldStart, turnDone, time.Now()).ServeHTTP(w, req)
 }
 
 // HeaderColdStart is set on the answer to a request that was held until its
@@ -146,9 +146,10 @@ func formatColdStart(d time.Duration) string {
 
 // reverseProxy forwards to t through transport, under the pool key host;
 // coldStart, unless empty, is the answer's HeaderColdStart; turnDone is
-// called once the response headers are in, or forwarding failed. It is cheap to
-// build: the pools live in transport, and the proxy itself holds no state.
-func (r *Resolver) reverseProxy(t Target, transport http.RoundTripper, host, coldStart string, turnDone func()) *httputil.ReverseProxy {
+// called once the response headers are in, or forwarding failed; started is
+// when forwarding began, after any hold and turn. It is cheap to build: the
+// pools live in transport, and the proxy itself holds no state.
+func (r *Resolver) reverseProxy(t Target, transport http.RoundTripper, host, coldStart string, turnDone func(), started time.Time) *httputil.ReverseProxy {
 	es := t.ElastiService
 	return &httputil.ReverseProxy{
 		Rewrite: func(pr *httputil.ProxyRequest) {
@@ -184,6 +185,7 @@ func (r *Resolver) reverseProxy(t Target, transport http.RoundTripper, host, col
 		ErrorLog:      r.errorLog,
 		ModifyResponse: func(res *http.Response) error {
 			turnDone()
+			r.metrics.ForwardLatency.WithLabelValues(es.Namespace, es.Name).Observe(time.Since(started).Seconds())
 			r.metrics.Forwarded.WithLabelValues(es.Namespace, es.Name).Inc()
 			// The target has a ready endpoint, so the client should reach it
 			// straight through the Service from now on. 101 must keep its
