@@ -27,18 +27,7 @@ func TestColdStartMetricCountsServedHoldsOnly(t *testing.T) {
 	if r := get(h.client(), context.Background(), "http://"+h.addr(1)+"/", nil); r.status != http.StatusGatewayTimeout {
 		t.Fatalf("status %d err %v, want 504", r.status, r.err)
 	}
-	done := make(chan result, 1)
-	go func() { done <- get(h.client(), context.Background(), "http://"+h.addr(0)+"/", nil) }()
-	h.eventually("the request is held", func() bool { return h.held("web") == 1 })
-	h.ready("websvc", "websvc-abc", "http", upstreamAddr(up))
-	select {
-	case r := <-done:
-		if r.err != nil || r.status != http.StatusOK {
-			t.Fatalf("status %d err %v, want 200", r.status, r.err)
-		}
-	case <-time.After(waitTimeout):
-		t.Fatal("held request was not released")
-	}
+	h.servedAfterHold(t, up, 0)
 	h.eventually("the hold is observed", func() bool { return testutil.CollectAndCount(h.r.metrics.HoldDuration) == 2 })
 	if n := testutil.CollectAndCount(h.r.metrics.ColdStart); n != 1 {
 		t.Errorf("%d cold-start series, want 1 (ns/web only)", n)
@@ -59,6 +48,25 @@ func TestForwardLatencyExcludesTheHold(t *testing.T) {
 	}))
 	t.Cleanup(up.Close)
 	h.mapPort("web", "websvc", nil, h.proxyPort(0, "http", ""))
+	h.servedAfterHold(t, up, hold)
+	var m dto.Metric
+	if err := h.r.metrics.ForwardLatency.WithLabelValues("ns", "web").(prometheus.Metric).Write(&m); err != nil {
+		t.Fatal(err)
+	}
+	hist := m.GetHistogram()
+	if hist.GetSampleCount() != 1 {
+		t.Fatalf("%d forward latency samples, want 1", hist.GetSampleCount())
+	}
+	if got := time.Duration(hist.GetSampleSum() * float64(time.Second)); got < podTime || got >= hold {
+		t.Errorf("forward latency %v, want the pod's %v and not the %v hold", got, podTime, hold)
+	}
+}
+
+// servedAfterHold sends a GET to the first port, mapped to ElastiService web
+// of Service websvc, and requires that it is held and, once websvc gets up
+// as its ready endpoint hold later, answered with a 200.
+func (h *harness) servedAfterHold(t *testing.T, up *httptest.Server, hold time.Duration) {
+	t.Helper()
 	done := make(chan result, 1)
 	go func() { done <- get(h.client(), context.Background(), "http://"+h.addr(0)+"/", nil) }()
 	h.eventually("the request is held", func() bool { return h.held("web") == 1 })
@@ -71,16 +79,5 @@ func TestForwardLatencyExcludesTheHold(t *testing.T) {
 		}
 	case <-time.After(waitTimeout):
 		t.Fatal("held request was not released")
-	}
-	var m dto.Metric
-	if err := h.r.metrics.ForwardLatency.WithLabelValues("ns", "web").(prometheus.Metric).Write(&m); err != nil {
-		t.Fatal(err)
-	}
-	hist := m.GetHistogram()
-	if hist.GetSampleCount() != 1 {
-		t.Fatalf("%d forward latency samples, want 1", hist.GetSampleCount())
-	}
-	if got := time.Duration(hist.GetSampleSum() * float64(time.Second)); got < podTime || got >= hold {
-		t.Errorf("forward latency %v, want the pod's %v and not the %v hold", got, podTime, hold)
 	}
 }
