@@ -179,3 +179,53 @@ func (a cpuSample) to(b cpuSample, wall time.Duration) cpuUse {
 	}
 	return u
 }
+
+// runQueue is how long a process' threads have waited on the kernel's run
+// queues for a CPU, and how many times they were then given one
+// (/proc/PID/task/*/schedstat: the second and third fields). Go's own
+// /sched/latencies cannot see this wait: it ends when a goroutine is given
+// a thread, whether or not the kernel then runs that thread.
+type runQueue struct {
+	wait   time.Duration
+	slices int64
+	ok     bool
+}
+
+func readRunQueue(pid int) runQueue {
+	files, err := filepath.Glob(filepath.Join("/proc", strconv.Itoa(pid), "task", "*", "schedstat"))
+	if err != nil || len(files) == 0 {
+		return runQueue{}
+	}
+	var q runQueue
+	for _, f := range files {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			continue // the thread exited
+		}
+		fields := strings.Fields(string(data))
+		if len(fields) < 3 {
+			return runQueue{}
+		}
+		wait, err1 := strconv.ParseInt(fields[1], 10, 64)
+		slices, err2 := strconv.ParseInt(fields[2], 10, 64)
+		if err1 != nil || err2 != nil {
+			return runQueue{}
+		}
+		q.wait += time.Duration(wait)
+		q.slices += slices
+	}
+	q.ok = true
+	return q
+}
+
+// waitedPerSecond is the run-queue wait between q and later in milliseconds
+// per second of wall time, and the mean wait each time the threads were
+// given a CPU, in milliseconds. Threads that exited in between take their
+// counts with them, so a negative difference reads as unknown.
+func (q runQueue) waitedPerSecond(later runQueue, wall time.Duration) (perSecond, perSlice float64, ok bool) {
+	dw, ds := later.wait-q.wait, later.slices-q.slices
+	if !q.ok || !later.ok || wall <= 0 || dw < 0 || ds <= 0 {
+		return 0, 0, false
+	}
+	return float64(dw.Microseconds()) / 1000 / wall.Seconds(), float64(dw.Microseconds()) / 1000 / float64(ds), true
+}

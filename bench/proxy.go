@@ -135,22 +135,25 @@ func (b *bench) forwarding(ctx context.Context) error {
 			continue
 		}
 		logf("forwarding at %d rps for %s: direct %s, resolver %s", rate.rps, rate.dur, direct, via)
-		dp := readPressure()
+		dp, dq, dt := readPressure(), readRunQueue(apid), time.Now()
 		d, err := b.runLoad(ctx, "-mode", "rate", "-url", direct, "-rate", fmt.Sprint(rate.rps), "-duration", rate.dur)
 		if err != nil {
 			return err
 		}
 		directPSI, directPSIOK := dp.share(readPressure())
+		directApp := queueSpan{dq, readRunQueue(apid), time.Since(dt)}
 		// What the run through the resolver met: the machine's CPU
-		// pressure, the resolver's CPU and throttling, and how long its
-		// goroutines waited for a CPU.
+		// pressure, the resolver's CPU and throttling, how long its
+		// goroutines waited for a CPU, and how long its threads and the
+		// app's waited for one on the kernel's run queues.
 		sched := b.schedScrape(ctx, resolverPods, "8012")
-		rp := readPressure()
+		rp, aq, rq, rt := readPressure(), readRunQueue(apid), readRunQueue(rpid), time.Now()
 		r, use, err := measured(rpid, "-mode", "rate", "-url", via, "-rate", fmt.Sprint(rate.rps), "-duration", rate.dur)
 		if err != nil {
 			return err
 		}
 		viaPSI, viaPSIOK := rp.share(readPressure())
+		viaApp, viaResolver := queueSpan{aq, readRunQueue(apid), time.Since(rt)}, queueSpan{rq, readRunQueue(rpid), time.Since(rt)}
 		schedAfter := b.schedScrape(ctx, resolverPods, "8012")
 		diff := b.addPair(secProxy, fmt.Sprintf("%d rps", rate.rps), "direct to the pod", "through the resolver (pod IP:resolver port)", d, r, note)
 		if rate.rps != half {
@@ -176,8 +179,34 @@ func (b *bench) forwarding(ctx context.Context) error {
 		b.add(fig(secProxy, at+": machine CPU busy, run through the resolver", "% of all CPUs", []float64{100 * use.machineBusy}, nil, "/proc/stat, all CPUs"))
 		b.addSched(secProxy, at+": the resolver's goroutines that waited for a CPU", "the run through the resolver", sched.buckets(), schedAfter.buckets())
 		b.addTailSplit(at, d, r, sched, schedAfter)
+		for _, q := range []struct {
+			who  string
+			span queueSpan
+		}{{"the app's threads, run direct to the pod", directApp}, {"the app's threads, run through the resolver", viaApp}, {"the resolver's threads, run through it", viaResolver}} {
+			b.addRunQueue(at+": "+q.who, q.span)
+		}
 	}
 	return nil
+}
+
+// queueSpan is a process' run-queue readings at both ends of a run.
+type queueSpan struct {
+	before, after runQueue
+	wall          time.Duration
+}
+
+// addRunQueue adds how long a process' threads waited on the kernel's run
+// queues during a run: per second of the run, and each time they were given
+// a CPU.
+func (b *bench) addRunQueue(who string, q queueSpan) {
+	perSecond, perSlice, ok := q.before.waitedPerSecond(q.after, q.wall)
+	if !ok {
+		b.note("How long %s waited on the kernel's run queues could not be read from /proc/PID/task/*/schedstat.", who)
+		return
+	}
+	note := "/proc/PID/task/*/schedstat, read at both ends of the run: time runnable but not running, which Go's scheduler latencies do not see"
+	b.add(fig(secProxy, who+": waited on the kernel's run queue, per second of the run", "ms/s", []float64{perSecond}, nil, note))
+	b.add(fig(secProxy, who+": waited on the kernel's run queue, mean per time on a CPU", "ms", []float64{perSlice}, nil, note))
 }
 
 const (
