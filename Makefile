@@ -18,14 +18,10 @@ export K8S_VERSION ?= v1.37.2
 # The oldest Kubernetes version Elasti supports; `make test` runs the
 # integration tests against it too.
 OLDEST_K8S_VERSION := v1.35.4
-K8S_BIN = $$(hack/k8s-binaries.sh)
-# VictoriaMetrics single-node and vmauth, the Prometheus-compatible backend with
-# tenants and authentication that internal/scaling's integration tests query;
-# hack/victoriametrics.sh builds them into the same cache.
-VM_BIN = $$(hack/victoriametrics.sh)
 
 # Time each fuzz target runs inside `make test-unit`.
-FUZZTIME ?= 10s
+export FUZZTIME ?= 10s
+export OLDEST_K8S_VERSION
 
 ##@ General
 .PHONY: help
@@ -67,10 +63,8 @@ verify: generate manifests $(GOLANGCI_LINT) ## Prove generated files are current
 	@$(MAKE) --no-print-directory helm-verify
 
 .PHONY: test
-test: deps test-unit test-integration test-e2e test-multinode test-integration-oldest ## Run every test tier: unit, integration (envtest, newest and oldest Kubernetes), end-to-end on one node and on two.
-# What the steps after test-e2e need is built while its tests run (hack/test-e2e.sh).
-test: export ELASTI_PREBUILD_KEDA = 1
-test: export ELASTI_PREBUILD_OLDEST_K8S = $(OLDEST_K8S_VERSION)
+test: deps ## Run every test tier: unit, integration (envtest, newest and oldest Kubernetes), end-to-end on one node and on two; prints each tier's time.
+	@hack/test.sh
 
 .PHONY: test-unit
 test-unit: ## Unit tests under the race detector, then each fuzz target for $(FUZZTIME).
@@ -78,16 +72,12 @@ test-unit: ## Unit tests under the race detector, then each fuzz target for $(FU
 	@hack/fuzz.sh $(FUZZTIME)
 
 .PHONY: test-integration
-test-integration: deps ## Integration tests against a real kube-apiserver and etcd (envtest).
-	@rm -f bin/integration-apiservers.txt; mkdir -p bin
-	@hack/victoriametrics.sh >/dev/null # a failed build stops here; later calls only print the directory
-	KUBEBUILDER_ASSETS=$(K8S_BIN) ELASTI_VICTORIAMETRICS_DIR=$(VM_BIN) ELASTI_INTEGRATION_REPORT=$(CURDIR)/bin/integration-apiservers.txt \
-	  go test -race -count=1 -tags integration -p 1 -timeout 30m ./...
-	@echo "integration tests ran against these control planes:"; sort bin/integration-apiservers.txt
+test-integration: deps ## Integration tests only (files tagged integration) against a real kube-apiserver and etcd (envtest), packages side by side.
+	@hack/test-integration.sh
 
 .PHONY: test-integration-oldest
 test-integration-oldest: deps ## The integration tests against the oldest supported Kubernetes ($(OLDEST_K8S_VERSION)).
-	@$(MAKE) --no-print-directory test-integration K8S_VERSION=$(OLDEST_K8S_VERSION) ELASTI_K8S_ENVTEST_ONLY=1
+	@K8S_VERSION=$(OLDEST_K8S_VERSION) ELASTI_K8S_ENVTEST_ONLY=1 hack/test-integration.sh
 
 .PHONY: test-e2e
 test-e2e: deps ## End-to-end tests on the local cluster.

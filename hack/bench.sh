@@ -23,7 +23,7 @@ go build -tags bench -o bin/elasti-bench ./bench
 if [[ -n ${BENCH_MICRO_ONLY:-} ]]; then
   bin/elasti-bench run -micro-only -out bench/results -readme README.md -since "$start"
 else
-  ELASTI_K8S_BIN=$(hack/k8s-binaries.sh)
+  ELASTI_K8S_BIN=$(hack/k8s-binaries.sh addons)
   export ELASTI_K8S_BIN
   go build -o bin/elasti-cluster ./test/cluster/cmd/elasti-cluster
   # The cluster session rule (reuse a running cluster, or bring one up and

@@ -9,21 +9,26 @@
 # module with its v0.<minor>.<patch> twin (upstream's own replace directives
 # point into its source tree, which a dependency cannot use).
 #
-# kube-router's network policy controller (the local cluster's NetworkPolicy
-# enforcement, docs/local-cluster.md) comes from a third throwaway module. Its
-# last release under the v1 module path is served by the module proxy; the
-# newer /v2 releases are not. Its pinned gobgp v3.14.0 is not in the checksum
-# database, so the build requires a served gobgp instead (only the BGP
-# router, which the cluster does not run, uses it).
+# Only what the local cluster and envtest need is built by default: etcd and
+# the Kubernetes binaries. With the argument "addons" it also builds the
+# components only some tests use (`make test-e2e`, `make test-multinode` and
+# `make bench` ask for them; `make demo` does not):
 #
-# The Prometheus adapter (the local cluster's external.metrics.k8s.io, for an
-# HPA fed by a real External metric) comes from a fourth throwaway module, and
-# metrics-server (metrics.k8s.io, for an HPA on CPU) from a fifth.
+# - kube-router's network policy controller (the local cluster's NetworkPolicy
+#   enforcement, docs/local-cluster.md), from a third throwaway module. Its
+#   last release under the v1 module path is served by the module proxy; the
+#   newer /v2 releases are not. Its pinned gobgp v3.14.0 is not in the
+#   checksum database, so the build requires a served gobgp instead (only the
+#   BGP router, which the cluster does not run, uses it);
+# - the Prometheus adapter (the local cluster's external.metrics.k8s.io, for an
+#   HPA fed by a real External metric), from a fourth throwaway module;
+# - metrics-server (metrics.k8s.io, for an HPA on CPU), from a fifth.
 #
-# Idempotent: when the cache already holds every binary for these versions it
-# prints the directory and exits; while another process builds them, it waits
-# for that build. Prints the directory on stdout, progress on
-# stderr.
+# Each binary's version is recorded in $OUT/.stamp, one name=version a line.
+# Idempotent: when the cache already holds every binary asked for at these
+# versions it prints the directory and exits; while another process builds
+# them, it waits for that build. Prints the directory on stdout, progress
+# (without Go's "go: downloading" lines) on stderr.
 set -euo pipefail
 
 K8S_VERSION=${K8S_VERSION:-v1.37.2}
@@ -35,12 +40,13 @@ METRICS_SERVER_VERSION=${METRICS_SERVER_VERSION:-v0.8.0}
 CACHE=${ELASTI_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/elasti}
 OUT="$CACHE/k8s-$K8S_VERSION"
 STAMP="$OUT/.stamp"
-WANT="k8s=$K8S_VERSION etcd=$ETCD_VERSION kube-router=$KUBE_ROUTER_VERSION prometheus-adapter=$PROMETHEUS_ADAPTER_VERSION metrics-server=$METRICS_SERVER_VERSION"
 K8S_CMDS=(kube-apiserver kube-controller-manager kube-scheduler kubelet kube-proxy kubectl)
 # ELASTI_K8S_ENVTEST_ONLY=1 builds only what envtest runs (etcd and the
 # kube-apiserver): the oldest supported version is tested with envtest only.
 ENVTEST_ONLY=${ELASTI_K8S_ENVTEST_ONLY:-}
 [[ -n $ENVTEST_ONLY ]] && K8S_CMDS=(kube-apiserver)
+ADDONS=
+[[ ${1:-} == addons && -z $ENVTEST_ONLY ]] && ADDONS=1
 
 NAME=k8s-binaries
 source "$(dirname "$0")/lib/module-release.sh" # its Go settings, log and release_lock
@@ -53,21 +59,45 @@ progress() {
   log "building $what (a cold build takes $typical on 2 CPUs; cached afterwards in $OUT)"
   ( while sleep 60; do log "  still building $what: $(((SECONDS - start) / 60)) min so far"; done ) &
   local ticker=$! rc=0
-  "$@" || rc=$?
+  { "$@" 2>&1 1>&3 | sed -u '/^go: downloading /d' >&2; } 3>&1 || rc=$?
   kill "$ticker" 2>/dev/null; wait "$ticker" 2>/dev/null || true
   ((rc == 0)) && log "built $what in $(((SECONDS - start) / 60))m$(((SECONDS - start) % 60))s"
   return "$rc"
 }
 
-complete() {
-  [[ -f "$STAMP" && "$(cat "$STAMP")" == "$WANT" ]] || return 1
-  local b
-  for b in etcd "${K8S_CMDS[@]}"; do [[ -x "$OUT/$b" ]] || return 1; done
-  [[ -n $ENVTEST_ONLY || (-x "$OUT/kube-router" && -x "$OUT/prometheus-adapter" && -x "$OUT/metrics-server") ]]
+# built NAME VERSION: NAME is in the cache, built at VERSION. A stamp written
+# before the binaries had a line each says k8s=VERSION for all of Kubernetes.
+built() {
+  [[ -x "$OUT/$1" && -f "$STAMP" ]] || return 1
+  local have
+  have=$(tr ' ' '\n' <"$STAMP")
+  grep -qxF "$1=$2" <<<"$have" && return 0
+  [[ $1 == kube* && $2 == "$K8S_VERSION" ]] && grep -qxF "k8s=$2" <<<"$have"
 }
 
-release_lock
+# stamp NAME VERSION records that NAME was built at VERSION.
+stamp() {
+  local others=
+  [[ -f "$STAMP" ]] && others=$(tr ' ' '\n' <"$STAMP" | grep -v -e "^$1=" -e '^$' || true)
+  printf '%s\n' $others "$1=$2" | sort >"$STAMP.new"
+  mv "$STAMP.new" "$STAMP"
+}
 
+complete() {
+  local b
+  built etcd "$ETCD_VERSION" || return 1
+  for b in "${K8S_CMDS[@]}"; do built "$b" "$K8S_VERSION" || return 1; done
+  [[ -z $ADDONS ]] || { built kube-router "$KUBE_ROUTER_VERSION" && built prometheus-adapter "$PROMETHEUS_ADAPTER_VERSION" && built metrics-server "$METRICS_SERVER_VERSION"; }
+}
+
+# A finished cache needs no lock (a binary counts only once its stamp line is
+# written), so a caller that needs only the core binaries does not wait for
+# another process that builds the addons.
+if complete; then
+  echo "$OUT"
+  exit 0
+fi
+release_lock
 if complete; then
   echo "$OUT"
   exit 0
@@ -78,7 +108,7 @@ work=$(mktemp -d "${TMPDIR:-/tmp}/elasti-k8s-build.XXXXXX")
 trap 'rm -rf "$work"' EXIT
 
 build_etcd() {
-  [[ -x "$OUT/etcd" ]] && "$OUT/etcd" --version 2>/dev/null | grep -q "etcd Version: ${ETCD_VERSION#v}" && return 0
+  built etcd "$ETCD_VERSION" && return 0
   local d="$work/etcd" patch=${ETCD_VERSION##*.}
   mkdir -p "$d"
   cat >"$d/go.mod" <<MOD
@@ -99,12 +129,13 @@ replace (
 MOD
   progress "etcd $ETCD_VERSION" "about a minute" \
     bash -c 'cd "$1" && go mod download go.etcd.io/etcd/server/v3 && go build -mod=mod -trimpath -o "$2/etcd" go.etcd.io/etcd/server/v3' _ "$d" "$OUT"
+  stamp etcd "$ETCD_VERSION"
 }
 
 build_kubernetes() {
-  local missing=0 b
-  for b in "${K8S_CMDS[@]}"; do [[ -x "$OUT/$b" ]] || missing=1; done
-  [[ $missing == 0 && -f "$STAMP" ]] && grep -q "k8s=$K8S_VERSION" "$STAMP" && return 0
+  local cmds=() b
+  for b in "${K8S_CMDS[@]}"; do built "$b" "$K8S_VERSION" || cmds+=("$b"); done
+  ((${#cmds[@]} > 0)) || return 0
   local d="$work/kubernetes" twin="v0.${K8S_VERSION#v1.}"
   mkdir -p "$d"
   local gomod
@@ -127,13 +158,14 @@ build_kubernetes() {
   minor=${minor%%.*}
   local ldflags="-s -w -X $pkg.gitVersion=$K8S_VERSION -X $pkg.gitMajor=1 -X $pkg.gitMinor=$minor -X $pkg.gitTreeState=clean -X $pkg.buildDate=$date -X $pkg.gitCommit=${commit:-unknown}"
   local pkgs=()
-  for b in "${K8S_CMDS[@]}"; do pkgs+=("k8s.io/kubernetes/cmd/$b"); done
-  progress "${K8S_CMDS[*]} $K8S_VERSION" "7 to 12 minutes" \
+  for b in "${cmds[@]}"; do pkgs+=("k8s.io/kubernetes/cmd/$b"); done
+  progress "${cmds[*]} $K8S_VERSION" "7 to 12 minutes" \
     bash -c 'cd "$1" && shift && go build -mod=mod -trimpath -ldflags "$1" -o "$2/" "${@:3}"' _ "$d" "$ldflags" "$OUT" "${pkgs[@]}"
+  for b in "${cmds[@]}"; do stamp "$b" "$K8S_VERSION"; done
 }
 
 build_kube_router() {
-  [[ -x "$OUT/kube-router" && -f "$STAMP" ]] && grep -q "kube-router=$KUBE_ROUTER_VERSION" "$STAMP" && return 0
+  built kube-router "$KUBE_ROUTER_VERSION" && return 0
   local d="$work/kube-router"
   mkdir -p "$d"
   # go get resolves the rest of the build list from these two exact versions
@@ -143,6 +175,7 @@ build_kube_router() {
     { log "could not resolve kube-router $KUBE_ROUTER_VERSION with gobgp $GOBGP_VERSION from the module proxy"; return 1; }
   progress "kube-router $KUBE_ROUTER_VERSION" "about two minutes" \
     bash -c 'cd "$1" && go build -mod=mod -trimpath -ldflags "-s -w" -o "$2/kube-router" github.com/cloudnativelabs/kube-router/cmd/kube-router' _ "$d" "$OUT"
+  stamp kube-router "$KUBE_ROUTER_VERSION"
 }
 
 # build_tool NAME VERSION MODULE PKG TYPICAL builds the command PKG of MODULE
@@ -150,7 +183,7 @@ build_kube_router() {
 # requires it (its own go.mod has no replace directives that matter).
 build_tool() {
   local name=$1 version=$2 module=$3 pkg=$4 typical=$5
-  [[ -x "$OUT/$name" && -f "$STAMP" ]] && grep -q "$name=$version" "$STAMP" && return 0
+  built "$name" "$version" && return 0
   local d="$work/$name"
   mkdir -p "$d"
   (cd "$d" && go mod init "elasti.local/$name-build" >/dev/null 2>&1 &&
@@ -158,13 +191,16 @@ build_tool() {
     { log "could not resolve $name $version from the module proxy"; return 1; }
   progress "$name $version" "$typical" \
     bash -c 'cd "$1" && go build -mod=mod -trimpath -ldflags "-s -w" -o "$2/$3" "$4"' _ "$d" "$OUT" "$name" "$pkg"
+  stamp "$name" "$version"
 }
 
+# What the cluster needs first, then what only some tests use.
 build_etcd
-[[ -n $ENVTEST_ONLY ]] || build_kube_router
-[[ -n $ENVTEST_ONLY ]] || build_tool prometheus-adapter "$PROMETHEUS_ADAPTER_VERSION" sigs.k8s.io/prometheus-adapter sigs.k8s.io/prometheus-adapter/cmd/adapter "about three minutes"
-[[ -n $ENVTEST_ONLY ]] || build_tool metrics-server "$METRICS_SERVER_VERSION" sigs.k8s.io/metrics-server sigs.k8s.io/metrics-server/cmd/metrics-server "about two minutes"
 build_kubernetes
-[[ -n $ENVTEST_ONLY && -f "$STAMP" ]] || echo "$WANT" >"$STAMP"
+if [[ -n $ADDONS ]]; then
+  build_kube_router
+  build_tool prometheus-adapter "$PROMETHEUS_ADAPTER_VERSION" sigs.k8s.io/prometheus-adapter sigs.k8s.io/prometheus-adapter/cmd/adapter "about three minutes"
+  build_tool metrics-server "$METRICS_SERVER_VERSION" sigs.k8s.io/metrics-server sigs.k8s.io/metrics-server/cmd/metrics-server "about two minutes"
+fi
 log "binaries ready in $OUT"
 echo "$OUT"

@@ -11,28 +11,10 @@ cd "$(dirname "$0")/.."
 export GOTOOLCHAIN=local GOFLAGS=-buildvcs=false
 # Chromium, for the waking page's test; the rest is there from `make deps`.
 hack/install-deps.sh browser
-ELASTI_K8S_BIN=$(hack/k8s-binaries.sh)
+ELASTI_K8S_BIN=$(hack/k8s-binaries.sh addons)
 # Argo Rollouts' controller, for the test of a real Rollout target.
 ELASTI_ARGO_ROLLOUTS_DIR=$(hack/argo-rollouts.sh)
 export ELASTI_K8S_BIN ELASTI_ARGO_ROLLOUTS_DIR
 go build -o bin/elasti-cluster ./test/cluster/cmd/elasti-cluster
-# `make test` runs these tests before the steps that need KEDA (make
-# test-multinode) and the oldest supported Kubernetes (make
-# test-integration-oldest), and asks for both (ELASTI_PREBUILD_*): they build
-# meanwhile at the lowest CPU priority, since these tests mostly wait on the
-# cluster and the two cold builds take about nine minutes. The later steps'
-# scripts wait for these builds (the scripts lock their output) instead of
-# starting their own, and this script waits for them before it exits, so no
-# build outlives it.
-prebuilds=()
-if [[ -n ${ELASTI_PREBUILD_KEDA:-} ]]; then
-  nice -n 19 hack/keda.sh >bin/keda-build.log 2>&1 &
-  prebuilds+=($!)
-fi
-if [[ -n ${ELASTI_PREBUILD_OLDEST_K8S:-} ]]; then
-  K8S_VERSION=$ELASTI_PREBUILD_OLDEST_K8S ELASTI_K8S_ENVTEST_ONLY=1 nice -n 19 hack/k8s-binaries.sh >bin/k8s-oldest-build.log 2>&1 &
-  prebuilds+=($!)
-fi
-trap 'for p in "${prebuilds[@]}"; do wait "$p" 2>/dev/null || true; done' EXIT
 bin/elasti-cluster run --check-clean ${ELASTI_E2E_KEEP:+--keep} -- \
   go test -count=1 -tags e2e -p 1 -timeout 60m -v ${ELASTI_E2E_RUN:+-run "$ELASTI_E2E_RUN"} ./test/e2e/...

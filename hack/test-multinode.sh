@@ -7,7 +7,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export GOTOOLCHAIN=local GOFLAGS=-buildvcs=false
-ELASTI_K8S_BIN=$(hack/k8s-binaries.sh)
+ELASTI_K8S_BIN=$(hack/k8s-binaries.sh addons)
 ELASTI_KEDA_DIR=$(hack/keda.sh)
 export ELASTI_K8S_BIN ELASTI_KEDA_DIR
 go build -o bin/elasti-cluster ./test/cluster/cmd/elasti-cluster

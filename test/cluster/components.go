@@ -97,6 +97,19 @@ func (c Config) components() []component {
 		{name: "kube-proxy", bin: c.bin("kube-proxy"), args: []string{
 			"--config=" + filepath.Join(etc, "kube-proxy.yaml"), "--v=1",
 		}},
+	}
+}
+
+// optionalComponents are the processes only some tests use, in start order:
+// kube-router's network policy controller (NetworkPolicy enforcement) and
+// metrics-server (metrics.k8s.io, for an HPA on CPU). hack/k8s-binaries.sh
+// builds them only when asked (`hack/k8s-binaries.sh addons`, as make
+// test-e2e does), so a first `make demo` does not wait for them. Up starts
+// each one whose binary is there, on a new cluster and on a running one;
+// a cluster without them runs without NetworkPolicy enforcement or resource
+// metrics. Down stops them by name either way.
+func (c Config) optionalComponents() []component {
+	return []component{
 		// NetworkPolicy enforcement: kube-router's network policy controller
 		// alone (no routing, no service proxy, no CNI), filtering the bridged
 		// pod traffic with iptables and ipsets inside the node's namespace.
@@ -111,6 +124,9 @@ func (c Config) components() []component {
 		c.metricsServerComponent(),
 	}
 }
+
+// kubeRouter is this node's kube-router component.
+func (c Config) kubeRouter() component { return c.optionalComponents()[0] }
 
 // writeConfigs writes containerd's, the CNI's, the kubelet's and
 // kube-proxy's configuration under etc/.

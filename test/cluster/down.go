@@ -30,7 +30,8 @@ func (c Config) Down(ctx context.Context, logf Logf) error {
 
 func (c Config) down(ctx context.Context, logf Logf) error {
 	errs := c.downWorkers()
-	comps := append(c.components(), c.addons()...)
+	comps := append(c.components(), c.optionalComponents()...)
+	comps = append(comps, c.addons()...)
 	comps = append(comps, component{name: RolloutsComponent}, component{name: KEDAComponent}, component{name: KEDAAdapterComponent})
 	slices.Reverse(comps)
 	for _, comp := range comps {

@@ -30,7 +30,7 @@ const MetricsAdapterPort = 6445
 const ExternalRequestRate = "http_requests_per_second"
 
 // hasMetricsAdapter reports whether the adapter binary was built
-// (hack/k8s-binaries.sh); without it the cluster has no external metrics.
+// (hack/k8s-binaries.sh addons); without it the cluster has no external metrics.
 func (c Config) hasMetricsAdapter() bool { return fileExists(c.bin("prometheus-adapter")) }
 
 func (c Config) metricsAdapterComponent() component {
@@ -113,7 +113,7 @@ spec:
 // API server serves external.metrics.k8s.io through it.
 func (c Config) startMetricsAdapter(ctx context.Context, logf Logf) error {
 	if !c.hasMetricsAdapter() {
-		logf("no prometheus-adapter in %s: the cluster runs without external metrics (hack/k8s-binaries.sh builds it)", c.BinDir)
+		logf("no prometheus-adapter in %s: the cluster runs without external metrics (hack/k8s-binaries.sh addons builds it)", c.BinDir)
 		return nil
 	}
 	if _, ok := c.runningPID(MetricsAdapterComponent); !ok {

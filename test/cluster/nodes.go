@@ -117,11 +117,12 @@ func (c Config) Node(name string) (Config, error) {
 	return Config{}, fmt.Errorf("no node %q in this cluster (nodes: %s)", name, strings.Join(c.NodeNames(), ", "))
 }
 
-// workerComponents are the processes of a further node, in start order.
+// workerComponents are the processes a further node needs, in start order;
+// its kube-router is optional (optionalComponents).
 func (c Config) workerComponents() []component {
 	var out []component
 	for _, comp := range c.components() {
-		if slices.Contains([]string{"containerd", "kubelet", "kube-proxy", "kube-router"}, comp.name) {
+		if slices.Contains([]string{"containerd", "kubelet", "kube-proxy"}, comp.name) {
 			out = append(out, comp)
 		}
 	}
@@ -233,7 +234,7 @@ func (c Config) upWorker(ctx context.Context, w Config, images []string, cs kube
 
 // startWorker starts further node w's components, importing images into its
 // containerd first, and waits until the node is Ready and its network policy
-// controller answers.
+// controller (when built) answers.
 func (w Config) startWorker(ctx context.Context, images []string, cs kubernetes.Interface, logf Logf, start time.Time) error {
 	comps := map[string]component{}
 	for _, comp := range w.workerComponents() {
@@ -259,10 +260,7 @@ func (w Config) startWorker(ctx context.Context, images []string, cs kubernetes.
 		return err
 	}
 	logf("node %s Ready (%s)", w.NodeName, time.Since(start).Round(time.Millisecond))
-	if err := w.spawn(comps["kube-router"]); err != nil {
-		return err
-	}
-	return w.waitFor(ctx, "kube-router", 2*time.Minute, w.kubeRouterReady)
+	return w.startKubeRouter(ctx, logf)
 }
 
 // workersRunning reports whether every further node's components run.
@@ -282,7 +280,7 @@ func (c Config) workersRunning() bool {
 func (c Config) downWorkers() []error {
 	var errs []error
 	for _, w := range c.existingWorkers() {
-		comps := w.workerComponents()
+		comps := append(w.workerComponents(), w.kubeRouter())
 		slices.Reverse(comps)
 		for _, comp := range comps {
 			if err := w.stop(comp.name, 3*time.Second); err != nil {
@@ -368,7 +366,7 @@ func (c Config) StartNode(ctx context.Context, name string, logf Logf) error {
 			return err
 		}
 	}
-	for _, comp := range w.workerComponents() {
+	for _, comp := range append(w.workerComponents(), w.kubeRouter()) {
 		if err := w.stop(comp.name, 3*time.Second); err != nil {
 			return err
 		}

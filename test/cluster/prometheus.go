@@ -85,6 +85,11 @@ func (c Config) StartPrometheus(ctx context.Context, logf Logf) error {
 		return nil
 	}
 	if _, ok := c.runningPID(PrometheusComponent); ok {
+		// The adapter may have been built since Prometheus started. One
+		// that runs is left alone: KEDA may have taken its API group.
+		if _, ok := c.runningPID(MetricsAdapterComponent); !ok {
+			return c.startMetricsAdapter(ctx, logf)
+		}
 		return nil
 	}
 	if err := os.MkdirAll(c.path("prometheus"), 0o755); err != nil {

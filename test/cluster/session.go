@@ -76,9 +76,11 @@ func (s Session) Run(work func(teardown bool) error) error {
 		logf("reusing the running cluster; it stays up")
 		if have := len(s.Config.NodeNames()); s.Config.Nodes > have {
 			logf("it has %d node(s) and this run needs %d: adding the others (they stay too)", have, s.Config.Nodes)
-			if err := s.CLI("up"); err != nil {
-				return fmt.Errorf("add nodes to the running cluster: %w", err)
-			}
+		}
+		// Up on a running cluster adds the nodes this run needs and starts
+		// the optional components built since the cluster came up.
+		if err := s.CLI("up"); err != nil {
+			return fmt.Errorf("complete the running cluster: %w", err)
 		}
 	}
 	teardown := started && !s.Keep

@@ -18,7 +18,11 @@ func (c Config) PrintStatus(ctx context.Context, w io.Writer) error {
 		}
 		fmt.Fprintf(w, "%-24s %s\n", comp.name, state)
 	}
+	for _, comp := range c.optionalComponents() {
+		fmt.Fprintf(w, "%-24s %s\n", comp.name, optionalState(c, comp))
+	}
 	for _, node := range c.existingWorkers() {
+		fmt.Fprintf(w, "%-24s %s\n", node.NodeName+"/kube-router", optionalState(node, node.kubeRouter()))
 		for _, comp := range node.workerComponents() {
 			comps = append(comps, comp)
 			state := "stopped"
@@ -70,4 +74,16 @@ Enter the node's network: ip netns exec %s <command>
 	for _, n := range c.existingWorkers() {
 		fmt.Fprintf(w, "Node %s (%s): network namespace %s, pods %s, logs in %s.\n", n.NodeName, n.NodeIP, n.NetNS, n.PodCIDR, n.logDir())
 	}
+}
+
+// optionalState says whether an optional component runs on node, and when
+// it does not, whether it was built.
+func optionalState(node Config, comp component) string {
+	if pid, ok := node.runningPID(comp.name); ok {
+		return fmt.Sprintf("running (pid %d)", pid)
+	}
+	if !fileExists(comp.bin) {
+		return "not built (optional: hack/k8s-binaries.sh addons)"
+	}
+	return "stopped (optional)"
 }

@@ -64,7 +64,7 @@ func (c Config) preflight() error {
 	if os.Geteuid() != 0 {
 		return errors.New("the local cluster needs root (network namespaces, cgroups, mounts)")
 	}
-	for _, b := range []string{"etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubelet", "kube-proxy", "kube-router", "metrics-server", "kubectl"} {
+	for _, b := range []string{"etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubelet", "kube-proxy", "kubectl"} {
 		if !fileExists(c.bin(b)) {
 			return fmt.Errorf("%s missing in %s: run hack/k8s-binaries.sh", b, c.BinDir)
 		}
@@ -94,6 +94,11 @@ func (c Config) Up(ctx context.Context, logf Logf) error {
 	if c.Running() {
 		logf("cluster already running")
 		if err := c.addNodes(ctx, logf); err != nil {
+			return err
+		}
+		// Optional components built since the cluster came up (make demo's
+		// cluster, reused by make test-e2e) start now.
+		if err := c.startOptional(ctx, logf); err != nil {
 			return err
 		}
 		return c.StartPrometheus(ctx, logf)
@@ -189,7 +194,7 @@ func (c Config) Up(ctx context.Context, logf Logf) error {
 	}
 	logf("node %s Ready (%s)", c.NodeName, time.Since(start).Round(time.Millisecond))
 	// kube-router looks its node up when it starts.
-	if err := startAndWait("kube-router", c.kubeRouterReady); err != nil {
+	if err := c.startKubeRouter(ctx, logf); err != nil {
 		return err
 	}
 	if _, err := c.Kubectl(ctx, c.corednsManifest(), "apply", "-f", "-"); err != nil {
@@ -206,10 +211,9 @@ func (c Config) Up(ctx context.Context, logf Logf) error {
 			return err
 		}
 	}
-	if err := c.startMetricsServer(ctx); err != nil {
+	if err := c.startMetricsServer(ctx, logf); err != nil {
 		return err
 	}
-	logf("resource metrics served (%s)", time.Since(start).Round(time.Millisecond))
 	if err := c.StartPrometheus(ctx, logf); err != nil {
 		return err
 	}

@@ -1,0 +1,88 @@
+#!/usr/bin/env bash
+# `make test`: every test tier, each timed, with a summary at the end.
+#
+#   unit          go test -race ./... and each fuzz target (make test-unit)
+#   integration   envtest on K8S_VERSION, integration tests only (make test-integration)
+#   e2e           the local cluster, one node (make test-e2e)
+#   oldest        envtest on OLDEST_K8S_VERSION (make test-integration-oldest),
+#                 at low CPU priority beside e2e, which mostly waits on its cluster
+#   multinode     the local cluster, two nodes (make test-multinode)
+#
+# While the first tiers run, what later tiers need and a fresh machine lacks
+# (the cluster's optional components, Argo Rollouts, KEDA) is built in the
+# background at the lowest CPU priority; the later tiers' scripts wait for
+# those builds (each script locks its output) instead of starting their own.
+# On a warm machine every one of them finds its cache and returns at once.
+#
+# The first tier that fails stops the run; the summary still prints.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+export GOTOOLCHAIN=local GOFLAGS=-buildvcs=false
+: "${OLDEST_K8S_VERSION:?set by the Makefile}"
+mkdir -p bin
+start=$SECONDS
+summary=()
+
+mmss() { printf '%dm%02ds' $(($1 / 60)) $(($1 % 60)); }
+
+summarize() {
+  echo
+  echo "::: make test: tier times"
+  printf '  %s\n' "${summary[@]}"
+  echo "  total       $(mmss $((SECONDS - start)))"
+}
+
+# tier NAME COMMAND...: runs one tier in the foreground.
+tier() {
+  local name=$1 t=$SECONDS rc=0
+  shift
+  echo
+  echo "::: tier $name (at $(mmss $((SECONDS - start))))"
+  "$@" || rc=$?
+  summary+=("$(printf '%-11s %s %s' "$name" "$(mmss $((SECONDS - t)))" "$( ((rc == 0)) && echo ok || echo "FAILED (exit $rc)")")")
+  if ((rc != 0)); then
+    summarize
+    exit "$rc"
+  fi
+}
+
+background=()
+trap 'for p in "${background[@]}"; do kill "$p" 2>/dev/null || true; done' EXIT
+prebuild() {
+  local log=bin/prebuild-$1.log
+  shift
+  nice -n 19 "$@" >"$log" 2>&1 &
+  background+=($!)
+}
+prebuild addons hack/k8s-binaries.sh addons
+prebuild argo-rollouts hack/argo-rollouts.sh
+prebuild keda hack/keda.sh
+
+tier unit make --no-print-directory test-unit
+tier integration make --no-print-directory test-integration
+
+oldest_log=bin/test-integration-oldest.log
+(
+  t=$SECONDS rc=0
+  nice -n 10 make --no-print-directory test-integration-oldest >"$oldest_log" 2>&1 || rc=$?
+  echo "$((SECONDS - t)) $rc" >"$oldest_log.result"
+) &
+oldest=$!
+background+=("$oldest")
+rm -f "$oldest_log.result"
+tier e2e make --no-print-directory test-e2e
+echo
+echo "::: tier oldest (ran beside e2e; its output follows)"
+wait "$oldest" || true
+cat "$oldest_log"
+read -r took rc <"$oldest_log.result" 2>/dev/null || { took=$((SECONDS - start)) rc=1; }
+summary+=("$(printf '%-11s %s %s' oldest "$(mmss "$took")" "$( ((rc == 0)) && echo ok || echo "FAILED (exit $rc)")") (beside e2e)")
+if ((rc != 0)); then
+  summarize
+  exit "$rc"
+fi
+tier multinode make --no-print-directory test-multinode
+
+for p in "${background[@]}"; do wait "$p" 2>/dev/null || true; done
+background=()
+summarize
