@@ -6,7 +6,8 @@
 //
 // A reconcile (reconciler.go) reads the world (observe, observe.go), computes
 // a plan with the pure function decide (modes.go), then carries the plan out
-// in DESIGN.md's order (execute) and records it (writeStatus, status.go).
+// in the order of docs/architecture.md, "The order of the writes" (execute),
+// and records it (writeStatus, status.go).
 // Each concern keeps its writes beside the pure builder they apply: the
 // proxy slices in endpointslices.go (proxySlices, ensureSlices), the status
 // in status.go (desiredStatus, writeStatus), the scale target in scaling.go

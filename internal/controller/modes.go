@@ -106,7 +106,8 @@ type observed struct {
 	wake wakeObserved
 }
 
-// plan is what a reconcile does, in DESIGN.md's order.
+// plan is what a reconcile does; execute carries it out in the order of
+// docs/architecture.md, "The order of the writes".
 type plan struct {
 	// wake: unpause KEDA, scale to minTargetReplicas when at zero, record
 	// lastScaledUpTime.

@@ -132,9 +132,10 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.
 	return ctrl.Result{RequeueAfter: p.requeueAfter}, nil
 }
 
-// execute carries a plan out in DESIGN.md's order: wake first; the proxy
-// slice before any scale-down, with status.proxyPorts recording its ports
-// before it is written; KEDA paused before the target goes to zero.
+// execute carries a plan out in the order of docs/architecture.md, "The
+// order of the writes": wake first; the proxy slice before any scale-down,
+// with status.proxyPorts recording its ports before it is written; KEDA
+// paused before the target goes to zero.
 // The proxy slices list the resolvers observe listed, the same ones decide
 // counted, so a slice never disagrees with the plan that asked for it. It
 // returns what it did, for the status and the waiting activation calls.
