@@ -175,7 +175,7 @@ func run(ctx context.Context) error {
 Try it by hand:
   export KUBECONFIG=%[1]s
   %[2]s -n %[3]s get elastiservices,deploy,endpointslices
-  %[2]s -n %[3]s get events --sort-by=.lastTimestamp
+  %[2]s -n %[3]s events      # in time order, the operator's Events among them
   ip netns exec %[4]s curl -s %[5]s      # wakes it if it sleeps
   Prometheus: %[6]s (from this machine)
 Tear it all down:
