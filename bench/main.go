@@ -7,7 +7,7 @@
 //	elasti-bench run [-out DIR] [-micro-only] [-runs N]
 //	elasti-bench load -mode rate|closed|burst -url http://IP:PORT/ ...   (inside the node's namespace)
 //	elasti-bench check [-in DIR]
-//	elasti-bench readme [-in DIR] [-readme FILE]   (run does this too)
+//	elasti-bench readme [-in DIR] [-readme FILE] [-benchmarks-doc FILE]   (run does this too)
 //
 // Benchmarks are not tests: run never fails on numbers, only when it could
 // not measure. check compares the latest results with the goals.
@@ -32,7 +32,7 @@ import (
 
 func main() {
 	if len(os.Args) < 2 {
-		fmt.Fprintln(os.Stderr, "usage: elasti-bench run|load|check [flags]")
+		fmt.Fprintln(os.Stderr, "usage: elasti-bench run|load|check|readme [flags]")
 		os.Exit(2)
 	}
 	var err error
@@ -61,7 +61,8 @@ func logf(format string, args ...any) {
 func readmeMain(args []string) error {
 	fs := flag.NewFlagSet("readme", flag.ContinueOnError)
 	in := fs.String("in", "bench/results", "directory holding latest.json")
-	readme := fs.String("readme", "README.md", "the README whose benchmark table to rewrite")
+	readme := fs.String("readme", "README.md", "the README whose headline benchmark table to rewrite")
+	doc := fs.String("benchmarks-doc", "", "the page whose full benchmark table to rewrite; default docs/benchmarks.md beside the README")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -69,16 +70,29 @@ func readmeMain(args []string) error {
 	if err != nil {
 		return err
 	}
-	return writeReadme(*readme, r)
+	return writeDocs(*readme, *doc, r)
 }
 
-// writeReadme puts r's table between the README's bench-table markers.
-func writeReadme(path string, r report.Report) error {
+// writeDocs puts r's full table between the bench-table markers of doc
+// (docs/benchmarks.md beside readme when empty) and its headline between
+// the bench-headline markers of readme.
+func writeDocs(readme, doc string, r report.Report) error {
+	if doc == "" {
+		doc = filepath.Join(filepath.Dir(readme), "docs", "benchmarks.md")
+	}
+	if err := splice(doc, report.TableBegin, report.TableEnd, r.FullTable()); err != nil {
+		return err
+	}
+	return splice(readme, report.HeadlineBegin, report.HeadlineEnd, r.HeadlineTable())
+}
+
+// splice rewrites what stands between begin and end in the file at path.
+func splice(path, begin, end, block string) error {
 	old, err := os.ReadFile(path)
 	if err != nil {
 		return err
 	}
-	updated, err := report.SpliceReadme(string(old), r.ReadmeTable())
+	updated, err := report.Splice(string(old), begin, end, block)
 	if err != nil {
 		return fmt.Errorf("%s: %w", path, err)
 	}
@@ -145,7 +159,8 @@ func runMain(args []string) error {
 	hpaRuns := fs.Int("hpa-runs", 3, "cold-start runs with an HPA at minReplicas 0 (each of (e) and (f)); each takes over a minute")
 	microCount := fs.Int("micro-count", 5, "go test -count for the microbenchmarks")
 	cleanup := fs.Bool("cleanup", os.Getenv(cluster.TeardownEnv) != "1", "delete the bench's namespaces at the end (default: unless `elasti-cluster run` takes the cluster down anyway)")
-	readme := fs.String("readme", "", "README whose benchmark table to rewrite from the results (hack/bench.sh passes README.md)")
+	readme := fs.String("readme", "", "README whose headline benchmark table to rewrite from the results, and beside which docs/benchmarks.md gets the full table (hack/bench.sh passes README.md)")
+	doc := fs.String("benchmarks-doc", "", "the page whose full benchmark table to rewrite; default docs/benchmarks.md beside -readme")
 	since := fs.Int64("since", 0, "Unix time `make bench` started (for the duration in the file); default now")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -200,15 +215,15 @@ func runMain(args []string) error {
 	}
 	logf("wrote %s", filepath.Join(*out, "latest.md"))
 	if *readme != "" {
-		// Reload, so the README shows exactly what latest.json holds.
+		// Reload, so the tables show exactly what latest.json holds.
 		saved, err := report.Load(filepath.Join(*out, "latest.json"))
 		if err != nil {
 			return err
 		}
-		if err := writeReadme(*readme, saved); err != nil {
+		if err := writeDocs(*readme, *doc, saved); err != nil {
 			return err
 		}
-		logf("updated the benchmark table in %s", *readme)
+		logf("updated the benchmark tables of the docs from %s", filepath.Join(*out, "latest.json"))
 	}
 	return nil
 }

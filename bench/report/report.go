@@ -1,6 +1,7 @@
 // Package report holds the pure part of `make bench`: summary statistics,
 // Go benchmark output parsing, histogram quantiles, the Markdown table that
-// bench/results/latest.md is, and the comparison with the goals that `make
+// bench/results/latest.md is, the tables it keeps in docs/benchmarks.md and
+// README.md (docs.go), and the comparison with the goals that `make
 // bench-check` prints. Nothing here touches a cluster, so it is unit-tested
 // in `make test-unit`.
 package report
@@ -310,13 +311,7 @@ func (r Report) Markdown() string {
 			b.WriteString("| Figure | N | min | median | p99 | unit | goal | notes |\n")
 			b.WriteString("| --- | ---: | ---: | ---: | ---: | --- | --- | --- |\n")
 		}
-		goal := ""
-		if f.Goal != nil {
-			goal = f.Goal.String(f.Unit)
-			if v := f.Verdict(); v != "" {
-				goal += " (" + v + ")"
-			}
-		}
+		goal := goalCell(f)
 		note := f.Note
 		if f.Skipped != "" {
 			fmt.Fprintf(&b, "| %s | 0 | | | | %s | %s | not measured: %s |\n", f.Name, f.Unit, goal, cell(f.Skipped))
@@ -346,53 +341,6 @@ func (r Report) Markdown() string {
 }
 
 func cell(s string) string { return strings.ReplaceAll(s, "|", "\\|") }
-
-// README markers around the table `make bench` keeps in README.md.
-const (
-	ReadmeBegin = "<!-- bench-table:begin (written by make bench from bench/results/latest.json) -->"
-	ReadmeEnd   = "<!-- bench-table:end -->"
-)
-
-// ReadmeTable is the README's short form of the report: the command, the
-// environment and one row per figure, without the notes (those stay in
-// latest.md).
-func (r Report) ReadmeTable() string {
-	var b strings.Builder
-	fmt.Fprintf(&b, "`%s` (took %s) on %s.\n\n", r.Command, r.Duration, r.Environment)
-	b.WriteString("| Section | Figure | N | min | median | p99 | unit | goal |\n")
-	b.WriteString("| --- | --- | ---: | ---: | ---: | ---: | --- | --- |\n")
-	for _, f := range r.Figures {
-		goal := ""
-		if f.Goal != nil {
-			goal = f.Goal.String(f.Unit)
-			if v := f.Verdict(); v != "" {
-				goal += " (" + v + ")"
-			}
-		}
-		if f.Skipped != "" {
-			fmt.Fprintf(&b, "| %s | %s | 0 | | | | %s | %s |\n", cell(f.Section), cell(f.Name), f.Unit, goal)
-			continue
-		}
-		s := f.Summary
-		fmt.Fprintf(&b, "| %s | %s | %d | %s | %s | %s | %s | %s |\n", cell(f.Section), cell(f.Name), s.N,
-			FormatValue(s.Min), FormatValue(s.Median), FormatValue(s.P99), f.Unit, goal)
-	}
-	for _, m := range r.Micro {
-		fmt.Fprintf(&b, "| Go microbenchmark | %s | %d | %s | %s | %s | ns/op | |\n", m.Name, m.NsPerOp.N,
-			FormatValue(m.NsPerOp.Min), FormatValue(m.NsPerOp.Median), FormatValue(m.NsPerOp.P99))
-	}
-	return b.String()
-}
-
-// SpliceReadme replaces what stands between the README markers with table.
-func SpliceReadme(readme, table string) (string, error) {
-	i := strings.Index(readme, ReadmeBegin)
-	j := strings.Index(readme, ReadmeEnd)
-	if i < 0 || j < i {
-		return "", fmt.Errorf("README has no %q ... %q block", ReadmeBegin, ReadmeEnd)
-	}
-	return readme[:i+len(ReadmeBegin)] + "\n" + table + readme[j:], nil
-}
 
 // Check lists each figure with a goal and says whether it was met. ok is
 // false when a measured figure missed its goal.

@@ -171,22 +171,25 @@ func TestParseMetrics(t *testing.T) {
 	}
 }
 
-func TestSpliceReadme(t *testing.T) {
-	readme := "# x\n\n" + ReadmeBegin + "\nold table\n" + ReadmeEnd + "\n\nafter\n"
-	got, err := SpliceReadme(readme, "new table\n")
+func TestSplice(t *testing.T) {
+	doc := "# x\n\n" + TableBegin + "\nold table\n" + TableEnd + "\n\nafter\n"
+	got, err := Splice(doc, TableBegin, TableEnd, "new table\n")
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := "# x\n\n" + ReadmeBegin + "\nnew table\n" + ReadmeEnd + "\n\nafter\n"
+	want := "# x\n\n" + TableBegin + "\nnew table\n" + TableEnd + "\n\nafter\n"
 	if got != want {
 		t.Fatalf("got %q, want %q", got, want)
 	}
-	if _, err := SpliceReadme("# no markers\n", "t"); err == nil {
-		t.Fatal("a README without markers was accepted")
+	if _, err := Splice("# no markers\n", TableBegin, TableEnd, "t"); err == nil {
+		t.Fatal("a page without markers was accepted")
+	}
+	if _, err := Splice(doc, HeadlineBegin, HeadlineEnd, "t"); err == nil {
+		t.Fatal("the headline was spliced into a page that has only the full table's markers")
 	}
 }
 
-func TestReadmeTable(t *testing.T) {
+func TestFullTable(t *testing.T) {
 	r := Report{Command: "make bench", Duration: "7m", Environment: "2 CPUs",
 		Figures: []Figure{
 			{Section: "Cold start", Name: "(a) x", Unit: "ms", Summary: Summarize([]float64{3, 4, 9}), Goal: &Goal{Stat: "p99", Max: 5}},
@@ -194,7 +197,7 @@ func TestReadmeTable(t *testing.T) {
 		},
 		Micro: []Micro{{Name: "BenchmarkHoldQueue", NsPerOp: Summarize([]float64{250, 260})}},
 	}
-	got := r.ReadmeTable()
+	got := r.FullTable()
 	for _, want := range []string{
 		"`make bench` (took 7m) on 2 CPUs.",
 		"| Cold start | (a) x | 3 | 3 | 4 | 9 | ms | p99 < 5 ms (missed) |",
@@ -207,23 +210,78 @@ func TestReadmeTable(t *testing.T) {
 	}
 }
 
-// TestReadmeShowsLatestResults: the README's table is the one the committed
-// bench/results/latest.json renders, so it cannot drift from the results.
-func TestReadmeShowsLatestResults(t *testing.T) {
+func TestHeadlineTable(t *testing.T) {
+	h := Headlines[0]
+	r := Report{Command: "make bench", Duration: "7m", Environment: "2 CPUs",
+		Figures: []Figure{
+			{Section: h.Section, Name: h.Name, Unit: "ms", Summary: Summarize([]float64{1, 2, 3}), Goal: &Goal{Stat: h.Stat, Max: 5}},
+			{Section: "Idle", Name: "rss", Unit: "MiB", Summary: Summarize([]float64{30})},
+		},
+	}
+	got := r.HeadlineTable()
+	for _, want := range []string{
+		"`make bench` (took 7m) on 2 CPUs.",
+		"](docs/benchmarks.md#latest-results)",
+		"| " + h.Label + " | " + h.Stat + " of 3 | 2 ms | " + h.Stat + " < 5 ms (met) |",
+		"| " + Headlines[1].Label + " | " + Headlines[1].Stat + " | not measured | |",
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("headline lacks %q:\n%s", want, got)
+		}
+	}
+	if strings.Contains(got, "| rss |") {
+		t.Errorf("headline shows a figure that is not a headline:\n%s", got)
+	}
+}
+
+// TestHeadlinesAreMeasured: every headline names a figure the latest run
+// measured, so a figure renamed in bench/ cannot leave the README's table
+// with a row that never fills, and the README's table stays short.
+func TestHeadlinesAreMeasured(t *testing.T) {
 	r, err := Load("../results/latest.json")
 	if err != nil {
 		t.Fatal(err)
 	}
-	readme, err := os.ReadFile("../../README.md")
+	if len(Headlines) > 10 {
+		t.Errorf("%d headlines; the README's table has at most 10 rows", len(Headlines))
+	}
+	for _, h := range Headlines {
+		f, ok := r.Figure(h.Section, h.Name)
+		if !ok {
+			t.Errorf("headline %q: latest.json has no figure %q in section %q", h.Label, h.Name, h.Section)
+			continue
+		}
+		if _, ok := f.Stat(h.Stat); !ok {
+			t.Errorf("headline %q: unknown statistic %q", h.Label, h.Stat)
+		}
+	}
+}
+
+// TestDocsShowLatestResults: docs/benchmarks.md's table and README.md's
+// headline are the ones the committed bench/results/latest.json renders, so
+// neither can drift from the results.
+func TestDocsShowLatestResults(t *testing.T) {
+	r, err := Load("../results/latest.json")
 	if err != nil {
 		t.Fatal(err)
 	}
-	want, err := SpliceReadme(string(readme), r.ReadmeTable())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if want != string(readme) {
-		t.Fatal("README.md's benchmark table is not the one bench/results/latest.json renders; run `go run -tags bench ./bench readme` (make bench does it)")
+	for _, c := range []struct {
+		path, begin, end, block string
+	}{
+		{"../../docs/benchmarks.md", TableBegin, TableEnd, r.FullTable()},
+		{"../../README.md", HeadlineBegin, HeadlineEnd, r.HeadlineTable()},
+	} {
+		doc, err := os.ReadFile(c.path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, err := Splice(string(doc), c.begin, c.end, c.block)
+		if err != nil {
+			t.Fatalf("%s: %v", c.path, err)
+		}
+		if want != string(doc) {
+			t.Errorf("%s: the benchmark table is not the one bench/results/latest.json renders; run `go run -tags bench ./bench readme` (make bench does it)", c.path)
+		}
 	}
 }
 
