@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # `make bench`: measures what Elasti adds on the local cluster and writes
-# bench/results/latest.md (printed at the end) and latest.json, and the
-# table in README.md. The measurements are bench/ (build tag bench); this
+# bench/results/latest.md (printed at the end) and latest.json, the
+# headline table in README.md and the full one in docs/benchmarks.md. The measurements are bench/ (build tag bench); this
 # script is the glue: build, then `elasti-cluster run` (cluster.Session):
 # the running cluster, or one brought up for the run and taken down after
 # (unless BENCH_KEEP_CLUSTER is set); images; the bench.
