@@ -38,7 +38,7 @@ func TestIsAwake(t *testing.T) {
 	}
 }
 
-func TestWakeProgress(t *testing.T) {
+func TestWakeCommandShowsProgress(t *testing.T) {
 	cases := []struct {
 		name string
 		es   *elastiv1alpha1.ElastiService
