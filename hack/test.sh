@@ -9,8 +9,9 @@
 #   multinode     the local cluster, two nodes (make test-multinode)
 #
 # While the first tiers run, what later tiers need and a fresh machine lacks
-# (the cluster's optional components, Argo Rollouts, KEDA) is built in the
-# background at the lowest CPU priority; the later tiers' scripts wait for
+# (VictoriaMetrics, the cluster's optional components, Argo Rollouts, the
+# oldest kube-apiserver, KEDA) is built in the background at the lowest CPU
+# priority; the later tiers' scripts wait for
 # those builds (each script locks its output) instead of starting their own.
 # On a warm machine every one of them finds its cache and returns at once.
 #
@@ -46,30 +47,29 @@ tier() {
   fi
 }
 
+# Work beside the tiers runs in process groups of its own (setsid), so that
+# a run that stops early stops it too, children and all.
 background=()
-trap 'for p in "${background[@]}"; do kill "$p" 2>/dev/null || true; done' EXIT
-prebuild() {
-  local log=bin/prebuild-$1.log
-  shift
-  nice -n 19 "$@" >"$log" 2>&1 &
-  background+=($!)
-}
-prebuild addons hack/k8s-binaries.sh addons
-prebuild argo-rollouts hack/argo-rollouts.sh
-prebuild keda hack/keda.sh
+trap 'for p in "${background[@]}"; do kill -- "-$p" 2>/dev/null || true; done' EXIT
+# One build after another, in the order the tiers need them.
+setsid bash -c '
+  for build in hack/victoriametrics.sh "hack/k8s-binaries.sh addons" hack/argo-rollouts.sh \
+    "env K8S_VERSION=$1 ELASTI_K8S_ENVTEST_ONLY=1 hack/k8s-binaries.sh" hack/keda.sh; do
+    nice -n 19 $build >/dev/null 2>&1 || echo "the background build \"$build\" failed; the tier that needs it builds it again"
+  done' _ "$OLDEST_K8S_VERSION" >bin/prebuild.log 2>&1 &
+background+=($!)
 
 tier unit make --no-print-directory test-unit
 tier integration make --no-print-directory test-integration
 
 oldest_log=bin/test-integration-oldest.log
-(
+rm -f "$oldest_log.result"
+setsid bash -c '
   t=$SECONDS rc=0
-  nice -n 10 make --no-print-directory test-integration-oldest >"$oldest_log" 2>&1 || rc=$?
-  echo "$((SECONDS - t)) $rc" >"$oldest_log.result"
-) &
+  nice -n 10 make --no-print-directory test-integration-oldest >"$1" 2>&1 || rc=$?
+  echo "$((SECONDS - t)) $rc" >"$1.result"' _ "$oldest_log" &
 oldest=$!
 background+=("$oldest")
-rm -f "$oldest_log.result"
 tier e2e make --no-print-directory test-e2e
 echo
 echo "::: tier oldest (ran beside e2e; its output follows)"
@@ -83,6 +83,8 @@ if ((rc != 0)); then
 fi
 tier multinode make --no-print-directory test-multinode
 
+# The background builds are done by now (the last tier needed the last of
+# them); wait, so that nothing outlives the run.
 for p in "${background[@]}"; do wait "$p" 2>/dev/null || true; done
 background=()
 summarize
