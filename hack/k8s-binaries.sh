@@ -75,12 +75,16 @@ built() {
   [[ $1 == kube* && $2 == "$K8S_VERSION" ]] && grep -qxF "k8s=$2" <<<"$have"
 }
 
-# stamp NAME VERSION records that NAME was built at VERSION.
+# stamp NAME VERSION records that NAME was built at VERSION (under a lock of
+# its own: etcd and Kubernetes build at the same time).
 stamp() {
-  local others=
-  [[ -f "$STAMP" ]] && others=$(tr ' ' '\n' <"$STAMP" | grep -v -e "^$1=" -e '^$' || true)
-  printf '%s\n' $others "$1=$2" | sort >"$STAMP.new"
-  mv "$STAMP.new" "$STAMP"
+  (
+    flock 8
+    local others=
+    [[ -f "$STAMP" ]] && others=$(tr ' ' '\n' <"$STAMP" | grep -v -e "^$1=" -e '^$' || true)
+    printf '%s\n' $others "$1=$2" | sort >"$STAMP.new"
+    mv "$STAMP.new" "$STAMP"
+  ) 8>"$STAMP.lock"
 }
 
 complete() {
@@ -195,8 +199,12 @@ build_tool() {
 }
 
 # What the cluster needs first, then what only some tests use.
-build_etcd
+# etcd builds beside Kubernetes: one build alone leaves the CPUs idle while
+# it downloads modules and links.
+build_etcd &
+etcd_build=$!
 build_kubernetes
+wait "$etcd_build"
 if [[ -n $ADDONS ]]; then
   build_kube_router
   build_tool prometheus-adapter "$PROMETHEUS_ADAPTER_VERSION" sigs.k8s.io/prometheus-adapter sigs.k8s.io/prometheus-adapter/cmd/adapter "about three minutes"

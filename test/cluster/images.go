@@ -187,6 +187,18 @@ func (c Config) importImage(ctx context.Context, tarPath string) error {
 	return nil
 }
 
+// Prebuild builds every image the cluster and the project need (pause,
+// CoreDNS, the demo app, the operator, the resolver) into the cache, and
+// imports none. It needs neither a cluster nor the Kubernetes binaries, so
+// `make demo` runs it while those build; Up and BuildImages then find the
+// builds cached.
+func (c Config) Prebuild(ctx context.Context, logf func(string, ...any)) error {
+	if _, err := c.systemImageTarballs(ctx, Logf(logf)); err != nil {
+		return err
+	}
+	return c.BuildImages(ctx, logf)
+}
+
 // BuildImages builds the project's images and, when the cluster runs, imports
 // them. It skips images whose main package does not exist yet.
 func (c Config) BuildImages(ctx context.Context, logf func(string, ...any)) error {

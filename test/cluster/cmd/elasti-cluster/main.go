@@ -2,6 +2,7 @@
 // `make demo` and the end-to-end tests use. See docs/local-cluster.md.
 //
 //	elasti-cluster up|down|status|images|kubeconfig [--k8s-bin-dir DIR] [--nodes N]
+//	elasti-cluster prebuild                            (every image, with no cluster and no Kubernetes binaries yet)
 //	elasti-cluster prometheus-stop|prometheus-start   (the optional Prometheus)
 //	elasti-cluster node-stop|node-start NODE          (a further node dies, comes back)
 //	elasti-cluster rollouts-start                      (Argo Rollouts' controller, from $ELASTI_ARGO_ROLLOUTS_DIR)
@@ -39,7 +40,7 @@ func main() {
 	nodes := fs.Int("nodes", 0, "up, run: how many nodes the cluster has (default: $"+cluster.NodesEnv+", else 1); a running cluster with fewer gets the others added, one with more keeps them")
 	checkClean := fs.Bool("check-clean", false, "run: after taking down a cluster this run brought up, check the machine is as it was before")
 	fs.Usage = func() {
-		fmt.Fprintln(os.Stderr, "usage: elasti-cluster up|down|status|images|kubeconfig|snapshot|prometheus-start|prometheus-stop [--k8s-bin-dir DIR] [--nodes N]\n       elasti-cluster rollouts-start|keda-start\n       elasti-cluster node-stop|node-start NODE\n       elasti-cluster compare SNAPSHOT.json\n       elasti-cluster run [--keep] [--images] [--check-clean] [--nodes N] [--k8s-bin-dir DIR] -- COMMAND [ARG...]")
+		fmt.Fprintln(os.Stderr, "usage: elasti-cluster up|down|status|images|prebuild|kubeconfig|snapshot|prometheus-start|prometheus-stop [--k8s-bin-dir DIR] [--nodes N]\n       elasti-cluster rollouts-start|keda-start\n       elasti-cluster node-stop|node-start NODE\n       elasti-cluster compare SNAPSHOT.json\n       elasti-cluster run [--keep] [--images] [--check-clean] [--nodes N] [--k8s-bin-dir DIR] -- COMMAND [ARG...]")
 		fs.PrintDefaults()
 	}
 	if len(os.Args) < 2 {
@@ -107,6 +108,8 @@ func run(ctx context.Context, verb, binDir string) error {
 		return cfg.StopPrometheus()
 	case "images":
 		return cfg.BuildImages(ctx, logf)
+	case "prebuild":
+		return cfg.Prebuild(ctx, logf)
 	case "rollouts-start":
 		return cfg.StartRollouts(ctx, logf)
 	case "keda-start":
