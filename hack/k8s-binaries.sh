@@ -49,7 +49,7 @@ ADDONS=
 [[ ${1:-} == addons && -z $ENVTEST_ONLY ]] && ADDONS=1
 
 NAME=k8s-binaries
-source "$(dirname "$0")/lib/module-release.sh" # its Go settings, log and release_lock
+source "$(dirname "$0")/lib/module-release.sh" # its Go settings and log
 
 # progress runs a long build and says every minute that it is still going, so
 # that a first run does not look hung.
@@ -94,14 +94,19 @@ complete() {
   [[ -z $ADDONS ]] || { built kube-router "$KUBE_ROUTER_VERSION" && built prometheus-adapter "$PROMETHEUS_ADAPTER_VERSION" && built metrics-server "$METRICS_SERVER_VERSION"; }
 }
 
-# A finished cache needs no lock (a binary counts only once its stamp line is
-# written), so a caller that needs only the core binaries does not wait for
-# another process that builds the addons.
-if complete; then
-  echo "$OUT"
-  exit 0
-fi
-release_lock
+# Wait for the lock (another process's build), unless what this caller asks
+# for is complete meanwhile: a binary counts only once its stamp line is
+# written, so a caller that needs only etcd and Kubernetes does not wait for
+# another process that goes on to build the addons.
+mkdir -p "$CACHE"
+exec 9>"$CACHE/.${OUT##*/}.lock"
+until flock -n 9; do
+  if complete; then
+    echo "$OUT"
+    exit 0
+  fi
+  sleep 2
+done
 if complete; then
   echo "$OUT"
   exit 0

@@ -2,10 +2,11 @@
 # `make test`: every test tier, each timed, with a summary at the end.
 #
 #   unit          go test -race ./... and each fuzz target (make test-unit)
-#   integration   envtest on K8S_VERSION, integration tests only (make test-integration)
+#   integration   envtest on K8S_VERSION, integration tests only (make
+#                 test-integration), at a lower CPU priority beside unit
 #   e2e           the local cluster, one node (make test-e2e)
 #   oldest        envtest on OLDEST_K8S_VERSION (make test-integration-oldest),
-#                 at low CPU priority beside e2e, which mostly waits on its cluster
+#                 at a lower CPU priority beside e2e
 #   multinode     the local cluster, two nodes (make test-multinode)
 #
 # While the first tiers run, what later tiers need and a fresh machine lacks
@@ -59,28 +60,48 @@ setsid bash -c '
   done' _ "$OLDEST_K8S_VERSION" >bin/prebuild.log 2>&1 &
 background+=($!)
 
-tier unit make --no-print-directory test-unit
-tier integration make --no-print-directory test-integration
+# beside NAME COMMAND...: runs one tier in the background, at a lower CPU
+# priority, its output kept for join.
+beside() {
+  local name=$1
+  shift
+  echo
+  echo "::: tier $name starts beside the next (at $(mmss $((SECONDS - start))))"
+  rm -f "bin/tier-$name.log" "bin/tier-$name.log.result"
+  setsid bash -c '
+    log=$1 t=$SECONDS rc=0
+    shift
+    nice -n 10 "$@" >"$log" 2>&1 || rc=$?
+    echo "$((SECONDS - t)) $rc" >"$log.result"' _ "bin/tier-$name.log" "$@" &
+  background+=($!)
+  eval "beside_$name=$!"
+}
 
-oldest_log=bin/test-integration-oldest.log
-rm -f "$oldest_log.result"
-setsid bash -c '
-  t=$SECONDS rc=0
-  nice -n 10 make --no-print-directory test-integration-oldest >"$1" 2>&1 || rc=$?
-  echo "$((SECONDS - t)) $rc" >"$1.result"' _ "$oldest_log" &
-oldest=$!
-background+=("$oldest")
+# join NAME: waits for a tier started with beside, prints its output and
+# records its time.
+join() {
+  local name=$1 pid took rc
+  pid=$(eval "echo \$beside_$name")
+  echo
+  echo "::: tier $name (ran beside; its output follows)"
+  wait "$pid" || true
+  cat "bin/tier-$name.log"
+  read -r took rc <"bin/tier-$name.log.result" 2>/dev/null || { took=$((SECONDS - start)) rc=1; }
+  summary+=("$(printf '%-11s %s %s' "$name" "$(mmss "$took")" "$( ((rc == 0)) && echo ok || echo "FAILED (exit $rc)")") (beside)")
+  if ((rc != 0)); then
+    summarize
+    exit "$rc"
+  fi
+}
+
+# The envtest tiers use little CPU (their API servers mostly wait), so each
+# runs beside a tier that does.
+beside integration make --no-print-directory test-integration
+tier unit make --no-print-directory test-unit
+join integration
+beside oldest make --no-print-directory test-integration-oldest
 tier e2e make --no-print-directory test-e2e
-echo
-echo "::: tier oldest (ran beside e2e; its output follows)"
-wait "$oldest" || true
-cat "$oldest_log"
-read -r took rc <"$oldest_log.result" 2>/dev/null || { took=$((SECONDS - start)) rc=1; }
-summary+=("$(printf '%-11s %s %s' oldest "$(mmss "$took")" "$( ((rc == 0)) && echo ok || echo "FAILED (exit $rc)")") (beside e2e)")
-if ((rc != 0)); then
-  summarize
-  exit "$rc"
-fi
+join oldest
 tier multinode make --no-print-directory test-multinode
 
 # The background builds are done by now (the last tier needed the last of

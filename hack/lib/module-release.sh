@@ -1,6 +1,6 @@
 # Sourced by the scripts that build a released controller from its source on
 # the Go module proxy (hack/argo-rollouts.sh, hack/keda.sh; hack/k8s-binaries.sh
-# uses only its Go settings, log and release_lock). Such releases pin
+# uses only its Go settings and log). Such releases pin
 # their Kubernetes modules with replace directives, which apply only inside
 # their own module, so `go install module@version` would refuse them: the
 # release's source is downloaded and built in a copy of it.
