@@ -4,6 +4,7 @@ import (
 	"crypto/x509"
 	"encoding/json"
 	"encoding/pem"
+	"fmt"
 	"net"
 	"os"
 	"path/filepath"
@@ -150,4 +151,45 @@ func readCert(t *testing.T, dir, name string) *x509.Certificate {
 		t.Fatal(err)
 	}
 	return cert
+}
+
+// TestOptionalComponentsAreNotRequired: a cluster whose bin directory has
+// only etcd and Kubernetes (what `make demo` builds) passes preflight and
+// counts as running without kube-router or metrics-server, which start only
+// once built; Down still stops them by name.
+func TestOptionalComponentsAreNotRequired(t *testing.T) {
+	c := testConfig(t)
+	optional := map[string]bool{"kube-router": true, "metrics-server": true}
+	for _, comp := range c.components() {
+		if optional[comp.name] {
+			t.Errorf("%s is among the required components", comp.name)
+		}
+	}
+	for _, comp := range c.workerComponents() {
+		if optional[comp.name] {
+			t.Errorf("%s is among a further node's required components", comp.name)
+		}
+	}
+	var names []string
+	for _, comp := range c.optionalComponents() {
+		names = append(names, comp.name)
+	}
+	if got := strings.Join(names, ","); got != "kube-router,metrics-server" {
+		t.Errorf("optional components = %s, want kube-router,metrics-server", got)
+	}
+	if c.kubeRouter().name != "kube-router" {
+		t.Errorf("kubeRouter() = %s", c.kubeRouter().name)
+	}
+	// startOptional on a bin directory without them starts nothing and
+	// says why, instead of failing.
+	var said []string
+	if err := c.startKubeRouter(t.Context(), func(f string, a ...any) { said = append(said, fmt.Sprintf(f, a...)) }); err != nil {
+		t.Fatalf("startKubeRouter without the binary: %v", err)
+	}
+	if err := c.startMetricsServer(t.Context(), func(f string, a ...any) { said = append(said, fmt.Sprintf(f, a...)) }); err != nil {
+		t.Fatalf("startMetricsServer without the binary: %v", err)
+	}
+	if len(said) != 2 || !strings.Contains(said[0], "no kube-router") || !strings.Contains(said[1], "no metrics-server") {
+		t.Errorf("what the cluster said: %q", said)
+	}
 }
