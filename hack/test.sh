@@ -4,15 +4,14 @@
 #   unit          go test -race ./... and each fuzz target (make test-unit)
 #   integration   envtest on K8S_VERSION, integration tests only (make
 #                 test-integration), at a lower CPU priority beside unit
-#   e2e           the local cluster, one node (make test-e2e)
 #   oldest        envtest on OLDEST_K8S_VERSION (make test-integration-oldest),
-#                 at a lower CPU priority beside e2e
+#                 the same, beside them
+#   e2e           the local cluster, one node (make test-e2e)
 #   multinode     the local cluster, two nodes (make test-multinode)
 #
-# While the first tiers run, what later tiers need and a fresh machine lacks
-# (VictoriaMetrics, the cluster's optional components, Argo Rollouts, the
-# oldest kube-apiserver, KEDA) is built in the background at the lowest CPU
-# priority; the later tiers' scripts wait for
+# While the first tiers run, what the end-to-end tiers need and a fresh
+# machine lacks (the cluster's optional components, Argo Rollouts, KEDA) is
+# built in the background at the lowest CPU priority; the later tiers' scripts wait for
 # those builds (each script locks its output) instead of starting their own.
 # On a warm machine every one of them finds its cache and returns at once.
 #
@@ -54,10 +53,9 @@ background=()
 trap 'for p in "${background[@]}"; do kill -- "-$p" 2>/dev/null || true; done' EXIT
 # One build after another, in the order the tiers need them.
 setsid bash -c '
-  for build in hack/victoriametrics.sh "hack/k8s-binaries.sh addons" hack/argo-rollouts.sh \
-    "env K8S_VERSION=$1 ELASTI_K8S_ENVTEST_ONLY=1 hack/k8s-binaries.sh" hack/keda.sh; do
+  for build in "hack/k8s-binaries.sh addons" hack/argo-rollouts.sh hack/keda.sh; do
     nice -n 19 $build >/dev/null 2>&1 || echo "the background build \"$build\" failed; the tier that needs it builds it again"
-  done' _ "$OLDEST_K8S_VERSION" >bin/prebuild.log 2>&1 &
+  done' >bin/prebuild.log 2>&1 &
 background+=($!)
 
 # beside NAME COMMAND...: runs one tier in the background, at a lower CPU
@@ -94,14 +92,15 @@ join() {
   fi
 }
 
-# The envtest tiers use little CPU (their API servers mostly wait), so each
-# runs beside a tier that does.
+# The envtest tiers use little CPU (their API servers mostly wait), so both
+# run beside the unit tier, which does. The end-to-end tiers come after,
+# alone: with their tests in parallel they keep both CPUs busy.
 beside integration make --no-print-directory test-integration
+beside oldest make --no-print-directory test-integration-oldest
 tier unit make --no-print-directory test-unit
 join integration
-beside oldest make --no-print-directory test-integration-oldest
-tier e2e make --no-print-directory test-e2e
 join oldest
+tier e2e make --no-print-directory test-e2e
 tier multinode make --no-print-directory test-multinode
 
 # The background builds are done by now (the last tier needed the last of
