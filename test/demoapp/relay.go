@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"net/http"
@@ -13,9 +14,12 @@ import (
 // dial or read error. Tests use it as an in-cluster client whose source
 // address is a pod's, so that NetworkPolicies apply to it (a client on the
 // node is always let through). Off unless --relay is given.
+//
+// The relay gives up on U after 5 s, or after timeout=D (a Go duration up
+// to maxRelayTimeout): a request to a sleeping Service waits for the wake,
+// which takes longer than 5 s on a busy machine.
 func relayHandler() http.Handler {
 	c := &http.Client{
-		Timeout:   5 * time.Second,
 		Transport: &http.Transport{Proxy: nil, DisableKeepAlives: true},
 		// Report a redirect instead of following it.
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
@@ -26,7 +30,16 @@ func relayHandler() http.Handler {
 			http.Error(w, "relay: url must be an absolute http:// URL", http.StatusBadRequest)
 			return
 		}
-		req, err := http.NewRequestWithContext(r.Context(), http.MethodGet, target.String(), nil)
+		timeout := defaultRelayTimeout
+		if s := r.URL.Query().Get("timeout"); s != "" {
+			if timeout, err = time.ParseDuration(s); err != nil || timeout <= 0 || timeout > maxRelayTimeout {
+				http.Error(w, fmt.Sprintf("relay: timeout must be a Go duration above 0 and at most %s", maxRelayTimeout), http.StatusBadRequest)
+				return
+			}
+		}
+		ctx, cancel := context.WithTimeout(r.Context(), timeout)
+		defer cancel()
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, target.String(), nil)
 		if err != nil {
 			http.Error(w, "relay: "+err.Error(), http.StatusBadRequest)
 			return
@@ -46,3 +59,10 @@ func relayHandler() http.Handler {
 		fmt.Fprintf(w, "%s\n%s", resp.Status, body)
 	})
 }
+
+// How long the relay waits for the URL it relays to, unless asked
+// otherwise, and the longest it may be asked to wait.
+const (
+	defaultRelayTimeout = 5 * time.Second
+	maxRelayTimeout     = 5 * time.Minute
+)

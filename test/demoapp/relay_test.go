@@ -8,10 +8,14 @@ import (
 	"net/url"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestRelay(t *testing.T) {
-	upstream := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+	upstream := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/slow" {
+			time.Sleep(300 * time.Millisecond)
+		}
 		w.WriteHeader(http.StatusTeapot)
 		_, _ = io.WriteString(w, "from upstream")
 	}))
@@ -28,23 +32,31 @@ func TestRelay(t *testing.T) {
 	l.Close()
 
 	for _, tc := range []struct {
-		target     string
-		wantStatus int
-		wantBody   string
+		target, timeout string
+		wantStatus      int
+		wantBody        string
 	}{
-		{upstream.URL + "/x", http.StatusOK, "418 I'm a teapot\nfrom upstream"},
-		{closed, http.StatusBadGateway, "connection refused"},
-		{"/relative", http.StatusBadRequest, "absolute http://"},
-		{"ftp://127.0.0.1/", http.StatusBadRequest, "absolute http://"},
+		{upstream.URL + "/x", "", http.StatusOK, "418 I'm a teapot\nfrom upstream"},
+		{closed, "", http.StatusBadGateway, "connection refused"},
+		{"/relative", "", http.StatusBadRequest, "absolute http://"},
+		{"ftp://127.0.0.1/", "", http.StatusBadRequest, "absolute http://"},
+		{upstream.URL + "/slow", "2s", http.StatusOK, "from upstream"},
+		{upstream.URL + "/slow", "100ms", http.StatusBadGateway, "deadline exceeded"},
+		{upstream.URL + "/x", "1h", http.StatusBadRequest, "timeout must be"},
+		{upstream.URL + "/x", "soon", http.StatusBadRequest, "timeout must be"},
 	} {
-		resp, err := http.Get(relay.URL + "/?url=" + url.QueryEscape(tc.target))
+		q := url.Values{"url": {tc.target}}
+		if tc.timeout != "" {
+			q.Set("timeout", tc.timeout)
+		}
+		resp, err := http.Get(relay.URL + "/?" + q.Encode())
 		if err != nil {
 			t.Fatal(err)
 		}
 		body, _ := io.ReadAll(resp.Body)
 		resp.Body.Close()
 		if resp.StatusCode != tc.wantStatus || !strings.Contains(string(body), tc.wantBody) {
-			t.Errorf("relay %s: %s %q, want %d with %q", tc.target, resp.Status, body, tc.wantStatus, tc.wantBody)
+			t.Errorf("relay %s (timeout %q): %s %q, want %d with %q", tc.target, tc.timeout, resp.Status, body, tc.wantStatus, tc.wantBody)
 		}
 	}
 }
