@@ -24,17 +24,18 @@ import (
 )
 
 // relayGet asks the relay pod at relayIP (the demo app with RELAY=true) to
-// GET target from its own address, and returns target's status line and
-// body as the relay saw them, or the relay's error (a refused or timed-out
-// dial from that pod).
-func relayGet(ctx context.Context, e *Env, relayIP, target string) (string, error) {
-	u := "http://" + net.JoinHostPort(relayIP, fmt.Sprint(DemoHTTPTarget)) + "/relay?url=" + url.QueryEscape(target)
+// GET target from its own address, giving up after wait, and returns
+// target's status line and body as the relay saw them, or the relay's error
+// (a refused or timed-out dial from that pod).
+func relayGet(ctx context.Context, e *Env, relayIP, target string, wait time.Duration) (string, error) {
+	q := url.Values{"url": {target}, "timeout": {wait.String()}}
+	u := "http://" + net.JoinHostPort(relayIP, fmt.Sprint(DemoHTTPTarget)) + "/relay?" + q.Encode()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
 	if err != nil {
 		return "", err
 	}
 	c := e.HTTPClient()
-	c.Timeout = 15 * time.Second
+	c.Timeout = wait + 10*time.Second
 	resp, err := c.Do(req)
 	if err != nil {
 		return "", fmt.Errorf("relay %s: %w", relayIP, err)
@@ -46,6 +47,10 @@ func relayGet(ctx context.Context, e *Env, relayIP, target string) (string, erro
 	}
 	return string(body), nil
 }
+
+// policyWait is how long a relay waits for an answer in the policy checks:
+// a connection the policy drops is never answered, and ends there.
+const policyWait = 5 * time.Second
 
 // TestNetworkPolicyNotBypassedThroughResolver runs on the local cluster's
 // policy-enforcing network (kube-router's network policy controller, see
@@ -105,7 +110,7 @@ func TestNetworkPolicyNotBypassedThroughResolver(t *testing.T) {
 	// Without a policy both relays reach the backend.
 	for _, r := range []string{frontend, outsider} {
 		Eventually(t, time.Minute, time.Second, func(ctx context.Context) error {
-			body, err := relayGet(ctx, e, r, backendURL)
+			body, err := relayGet(ctx, e, r, backendURL, policyWait)
 			if err == nil && !strings.Contains(body, "hello from guarded-") {
 				err = fmt.Errorf("relay %s got %q", r, body)
 			}
@@ -136,16 +141,16 @@ func TestNetworkPolicyNotBypassedThroughResolver(t *testing.T) {
 	})
 	// The policy is enforced: the outsider is cut off, the frontend is not.
 	Eventually(t, time.Minute, time.Second, func(ctx context.Context) error {
-		if body, err := relayGet(ctx, e, outsider, backendURL); err == nil {
+		if body, err := relayGet(ctx, e, outsider, backendURL, policyWait); err == nil {
 			return fmt.Errorf("outsider still reaches the backend under the policy: %q", body)
 		}
 		return nil
 	})
 	checkPolicy := func(ctx context.Context) error {
-		if body, err := relayGet(ctx, e, outsider, backendURL); err == nil {
+		if body, err := relayGet(ctx, e, outsider, backendURL, policyWait); err == nil {
 			return fmt.Errorf("outsider reaches the backend directly: %q", body)
 		}
-		if body, err := relayGet(ctx, e, frontend, backendURL); err != nil || !strings.Contains(body, "hello from guarded-") {
+		if body, err := relayGet(ctx, e, frontend, backendURL, policyWait); err != nil || !strings.Contains(body, "hello from guarded-") {
 			return fmt.Errorf("frontend cut off from the backend: %q %w", body, err)
 		}
 		return nil
@@ -178,8 +183,10 @@ func TestNetworkPolicyNotBypassedThroughResolver(t *testing.T) {
 	}
 	viaResolver := "http://" + net.JoinHostPort(resolverIP, fmt.Sprint(port)) + "/"
 	e.SetQuery(t, ns, "guarded", BusyQuery)
+	// The relay waits for the wake, which takes longer than a policy check
+	// on a machine busy with other tests.
 	wakeCtx, cancel := context.WithTimeout(ctx, wakeTimeout)
-	body, err := relayGet(wakeCtx, e, frontend, serviceURL)
+	body, err := relayGet(wakeCtx, e, frontend, serviceURL, wakeTimeout)
 	cancel()
 	if err != nil || !strings.Contains(body, "200 OK") || !strings.Contains(body, "hello from guarded-") {
 		t.Fatalf("frontend's request to the sleeping Service: %q %v", body, err)
@@ -191,7 +198,7 @@ func TestNetworkPolicyNotBypassedThroughResolver(t *testing.T) {
 	backendURL = "http://" + net.JoinHostPort(podIP("guarded"), fmt.Sprint(DemoHTTPTarget)) + "/" // the woken pod's
 	warmSince := time.Now()
 	Eventually(t, 2*time.Minute, time.Second, func(ctx context.Context) error {
-		body, err := relayGet(ctx, e, outsider, viaResolver)
+		body, err := relayGet(ctx, e, outsider, viaResolver, policyWait)
 		if err != nil {
 			return err
 		}
@@ -202,7 +209,7 @@ func TestNetworkPolicyNotBypassedThroughResolver(t *testing.T) {
 	})
 	t.Logf("resolver port %d closed to the warm target %s after it was served directly", port, time.Since(warmSince).Round(time.Second))
 	StableFor(t, 10*time.Second, time.Second, func(ctx context.Context) error {
-		if body, err := relayGet(ctx, e, outsider, viaResolver); err == nil && strings.Contains(body, "hello from guarded-") {
+		if body, err := relayGet(ctx, e, outsider, viaResolver, policyWait); err == nil && strings.Contains(body, "hello from guarded-") {
 			return fmt.Errorf("outsider reached the warm backend through resolver port %d: %q", port, body)
 		}
 		return checkPolicy(ctx)

@@ -63,8 +63,10 @@ func TestPreWarmWakesOnSchedule(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// Two minutes ahead: time to create the ElastiService and let it sleep.
-	firing := time.Now().In(kolkata).Truncate(time.Minute).Add(2 * time.Minute)
+	// The first whole minute at least 90 s ahead: time to create the
+	// ElastiService and let it sleep, also on a machine busy with the other
+	// tests (a whole minute two minutes ahead could be only 61 s away).
+	firing := time.Now().In(kolkata).Add(90 * time.Second).Truncate(time.Minute).Add(time.Minute)
 	es := e.ElastiServiceFor(ns, "demoapp", IdleQuery)
 	es.Spec.PreWarm = &elastiv1alpha1.PreWarm{
 		Schedule: fmt.Sprintf("%d %d %d %d *", firing.Minute(), firing.Hour(), firing.Day(), int(firing.Month())),

@@ -52,29 +52,30 @@ func TestStaticResponseAtZeroDoesNotWake(t *testing.T) {
 		return &http.Client{Timeout: 60 * time.Second, Transport: &http.Transport{DialContext: e.Dialer.DialContext, MaxConnsPerHost: 1}}
 	}
 	probe, mon := keepAlive(), keepAlive()
-	get := func(c *http.Client, path, userAgent string) (int, string, string) {
-		t.Helper()
+	// get returns the status, the static response rule that answered ("" for
+	// none) and the body, or the error of a request that got no answer.
+	get := func(c *http.Client, path, userAgent string) (int, string, string, error) {
 		req, err := http.NewRequest(http.MethodGet, strings.TrimSuffix(url, "/")+path, nil)
 		if err != nil {
-			t.Fatal(err)
+			return 0, "", "", err
 		}
 		req.Header.Set("User-Agent", userAgent)
 		resp, err := c.Do(req)
 		if err != nil {
-			t.Fatalf("GET %s as %q: %v", path, userAgent, err)
+			return 0, "", "", fmt.Errorf("GET %s as %q: %w", path, userAgent, err)
 		}
 		defer resp.Body.Close()
 		body, _ := io.ReadAll(resp.Body)
-		return resp.StatusCode, resp.Header.Get("Elasti-Static-Response"), string(body)
+		return resp.StatusCode, resp.Header.Get("Elasti-Static-Response"), string(body), nil
 	}
 	// 15 s of probes every 500 ms: three times the cooldown, so a probe
 	// that woke the target or counted as traffic would show.
 	for i := range 30 {
-		if code, rule, body := get(probe, healthz, "kube-probe/1.37"); code != http.StatusOK || rule != "probe" || body != "asleep and fine\n" {
-			t.Fatalf("probe %d at zero: %d, rule %q, body %q; want 200 from rule probe", i, code, rule, body)
+		if code, rule, body, err := get(probe, healthz, "kube-probe/1.37"); err != nil || code != http.StatusOK || rule != "probe" || body != "asleep and fine\n" {
+			t.Fatalf("probe %d at zero: %d, rule %q, body %q (%v); want 200 from rule probe", i, code, rule, body, err)
 		}
-		if code, rule, body := get(mon, "/", "Mozilla/5.0+(compatible; UptimeRobot/2.0; http://www.uptimerobot.com/)"); code != http.StatusOK || rule != "monitor" || body != "up\n" {
-			t.Fatalf("monitor %d at zero: %d, rule %q, body %q; want 200 from rule monitor", i, code, rule, body)
+		if code, rule, body, err := get(mon, "/", "Mozilla/5.0+(compatible; UptimeRobot/2.0; http://www.uptimerobot.com/)"); err != nil || code != http.StatusOK || rule != "monitor" || body != "up\n" {
+			t.Fatalf("monitor %d at zero: %d, rule %q, body %q (%v); want 200 from rule monitor", i, code, rule, body, err)
 		}
 		if n, _, err := e.Replicas(ctx, ns, "demoapp"); err != nil || n != 0 {
 			t.Fatalf("after %d probes the target has %d replicas (%v), want 0", i+1, n, err)
@@ -95,14 +96,21 @@ func TestStaticResponseAtZeroDoesNotWake(t *testing.T) {
 
 	// An ordinary request on the prober's connection is held and wakes it.
 	e.SetQuery(t, ns, "demoapp", BusyQuery)
-	if code, rule, body := get(probe, "/", "curl/8"); code != http.StatusOK || rule != "" || !strings.Contains(body, "hello from demoapp-") {
-		t.Fatalf("ordinary request at zero: %d, rule %q, body %q; want the app's answer", code, rule, body)
+	if code, rule, body, err := get(probe, "/", "curl/8"); err != nil || code != http.StatusOK || rule != "" || !strings.Contains(body, "hello from demoapp-") {
+		t.Fatalf("ordinary request at zero: %d, rule %q, body %q (%v); want the app's answer", code, rule, body, err)
 	}
 	e.WaitAwake(t, ns, "demoapp", 2*time.Minute)
 	// Awake, the AtZero rule does not answer: the probe reaches the app's
-	// own /healthz, whichever way the request is routed.
+	// own /healthz, whichever way the request is routed. While routing
+	// converges a request can also fail to connect; it is tried again, and
+	// logged.
 	Eventually(t, 30*time.Second, 200*time.Millisecond, func(context.Context) error {
-		if code, rule, body := get(probe, healthz, "kube-probe/1.37"); code != http.StatusOK || rule != "" || body != "ok\n" {
+		code, rule, body, err := get(probe, healthz, "kube-probe/1.37")
+		if err != nil {
+			t.Logf("probe with the target awake, just after the switch to serve: %v", err)
+			return err
+		}
+		if code != http.StatusOK || rule != "" || body != "ok\n" {
 			return fmt.Errorf("probe with the target awake: %d, rule %q, body %q; want the app's ok", code, rule, body)
 		}
 		return nil

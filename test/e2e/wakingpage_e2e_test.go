@@ -100,7 +100,8 @@ func (e *Env) loopbackForward(t testing.TB, addr string) string {
 }
 
 // TestWakingPage: a sleeping app that takes 20 s to boot (long enough for
-// Chromium to start on a busy machine), with spec.proxy.wakingPage.
+// Chromium, started before the wake, to load the page on a busy machine),
+// with spec.proxy.wakingPage.
 //   - A browser-like client polling the Service from zero sees the waking
 //     page (503, Refresh) with phases that begin with Scaling, only move
 //     forward and include Starting, then the app's own answer.
@@ -121,43 +122,9 @@ func TestWakingPage(t *testing.T) {
 	es.Spec.Proxy = &elastiv1alpha1.ProxySpec{WakingPage: &elastiv1alpha1.WakingPage{RefreshSeconds: 1}}
 	e.Create(t, es)
 	e.WaitAsleep(t, ns, "demoapp", 2*time.Minute)
-	e.SetQuery(t, ns, "demoapp", BusyQuery)
-	url := httpURL(ip, DemoHTTPPort)
-	dir := artifactsDir(t)
-
-	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
-	defer cancel()
-	// A browser-like poller first: its first page load is the wake, so it
-	// sees the phases from the start.
-	var polled []string
-	var pollErr error
-	var polling sync.WaitGroup
-	polling.Go(func() {
-		c := e.keepAliveClient(30 * time.Second)
-		pollErr = Poll(ctx, 3*time.Minute, 200*time.Millisecond, func(ctx context.Context) error {
-			req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-			req.Header.Set("Accept", browserAccept)
-			resp, err := c.Do(req)
-			if err != nil {
-				return err
-			}
-			defer resp.Body.Close()
-			body, _ := io.ReadAll(resp.Body)
-			switch {
-			case resp.StatusCode == http.StatusOK && strings.HasPrefix(string(body), "hello from demoapp-"):
-				polled = append(polled, "answer")
-				return nil
-			case resp.StatusCode == http.StatusServiceUnavailable && resp.Header.Get("Refresh") == "1":
-				if p := resp.Header.Get("Elasti-Waking-Page"); len(polled) == 0 || polled[len(polled)-1] != p {
-					polled = append(polled, p)
-				}
-				return errors.New("waking")
-			default:
-				return fmt.Errorf("unexpected answer %s, headers %v: %.200s", resp.Status, resp.Header, body)
-			}
-		})
-	})
-	// Then Chromium, while the target wakes.
+	// Chromium starts before the wake (Listen opens its tab): on a machine
+	// busy with other tests its start can take longer than the app's boot,
+	// and it must find the waking page.
 	opts := append(chromedp.DefaultExecAllocatorOptions[:],
 		chromedp.ExecPath(chromium), chromedp.NoSandbox, chromedp.DisableGPU,
 		chromedp.UserDataDir(t.TempDir()), chromedp.WindowSize(1024, 640),
@@ -180,7 +147,53 @@ func TestWakingPage(t *testing.T) {
 	}); err != nil {
 		t.Fatalf("start Chromium: %v", err)
 	}
+	e.SetQuery(t, ns, "demoapp", BusyQuery)
+	url := httpURL(ip, DemoHTTPPort)
+	dir := artifactsDir(t)
+
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	// A browser-like poller first: its first page load is the wake, so it
+	// sees the phases from the start.
+	var polled []string
+	var pollErr error
+	var polling sync.WaitGroup
+	firstPage := make(chan struct{})
+	var answered sync.Once
+	polling.Go(func() {
+		c := e.keepAliveClient(30 * time.Second)
+		pollErr = Poll(ctx, 3*time.Minute, 200*time.Millisecond, func(ctx context.Context) error {
+			req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+			req.Header.Set("Accept", browserAccept)
+			resp, err := c.Do(req)
+			if err != nil {
+				return err
+			}
+			answered.Do(func() { close(firstPage) })
+			defer resp.Body.Close()
+			body, _ := io.ReadAll(resp.Body)
+			switch {
+			case resp.StatusCode == http.StatusOK && strings.HasPrefix(string(body), "hello from demoapp-"):
+				polled = append(polled, "answer")
+				return nil
+			case resp.StatusCode == http.StatusServiceUnavailable && resp.Header.Get("Refresh") == "1":
+				if p := resp.Header.Get("Elasti-Waking-Page"); len(polled) == 0 || polled[len(polled)-1] != p {
+					polled = append(polled, p)
+				}
+				return errors.New("waking")
+			default:
+				return fmt.Errorf("unexpected answer %s, headers %v: %.200s", resp.Status, resp.Header, body)
+			}
+		})
+	})
 	pageURL := "http://" + e.loopbackForward(t, net.JoinHostPort(ip, fmt.Sprint(DemoHTTPPort))) + "/"
+	// Then Chromium, while the target wakes, once the poller has its first
+	// page.
+	select {
+	case <-firstPage:
+	case <-ctx.Done():
+		t.Fatalf("the browser-like poller got no page: %v", ctx.Err())
+	}
 	step, cancelStep := context.WithTimeout(browser, time.Minute)
 	defer cancelStep()
 	if err := chromedp.Do(step, chromedp.Navigate(pageURL), chromedp.WaitVisible(chromedp.CSS("#elasti-phase"))); err != nil {
