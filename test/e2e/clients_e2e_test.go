@@ -384,6 +384,7 @@ func loadOnCycles(t *testing.T, drain string, cycles int) (*keepAliveFleet, *grp
 // resolvers, which hold the requests and wake the target. No preStop hook is
 // used.
 func TestNoLossUnderLoad(t *testing.T) {
+	t.Parallel()
 	const cycles = 3
 	fleet, rpc, _ := loadOnCycles(t, "3s", cycles)
 	// The gRPC client kept its connection, as the keep-alive fleet did:
@@ -436,6 +437,7 @@ func TestNoLossUnderLoad(t *testing.T) {
 // The test fails on any other failure, and on a request executed twice.
 // docs/e2e.md explains it.
 func TestNoDrainTerminationRace(t *testing.T) {
+	t.Parallel()
 	fleet, rpc, l := loadOnCycles(t, "0s", 2)
 	counts := l.counts(t)
 	for _, f := range fleet.bad {
@@ -460,6 +462,7 @@ func TestNoDrainTerminationRace(t *testing.T) {
 // the pod, though the pod comes up and serves the next request. The demo app
 // boots in 8 s, so both clients are gone long before it is ready.
 func TestAbandonedWhileHeldNeverRuns(t *testing.T) {
+	t.Parallel()
 	e := Get(t)
 	l := newLedger(t)
 	ns, ip := sleepyDemoApp(t, e, idle, withEnv("STARTUP_DELAY", "8s"), l.mount)
@@ -526,6 +529,7 @@ func keys(m map[string]int) []string {
 // operator calls the scale-down off. The test sees scale-downs start and
 // never finish, and no request fails across these switches.
 func TestTrafficCallsOffScaleDown(t *testing.T) {
+	t.Parallel()
 	e := Get(t)
 	ns, ip := demoApp(t, e)
 	url := httpURL(ip, DemoHTTPPort)

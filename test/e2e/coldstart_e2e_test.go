@@ -80,6 +80,7 @@ func postWithBody(ctx context.Context, c *http.Client, url string, body []byte) 
 // must not be put back to sleep while it wakes, and all three must be
 // answered after the delay, not before.
 func TestThreeMinuteColdStart(t *testing.T) {
+	t.Parallel()
 	const delay = 3 * time.Minute
 	e := Get(t)
 	ns, ip := demoApp(t, e)
@@ -167,6 +168,7 @@ func TestThreeMinuteColdStart(t *testing.T) {
 // phases of the cold start and the CPU and memory not reserved must agree
 // with the clock of the test, to the second the status keeps.
 func TestLedgerAgreesWithMeasured(t *testing.T) {
+	t.Parallel()
 	const boot = 8 * time.Second
 	e := Get(t)
 	ns, ip := demoApp(t, e, withEnv("STARTUP_DELAY", boot.String()), func(d *appsv1.Deployment) {
@@ -286,6 +288,7 @@ func sleepingWithFallback(t *testing.T, e *Env) (string, string) {
 // PodsUnschedulable and an Event, and new requests go there too. Once the
 // target can be scheduled, it serves again and the fallback stands down.
 func TestFallbackWhenUnschedulable(t *testing.T) {
+	t.Parallel()
 	e := Get(t)
 	ns, ip := sleepingWithFallback(t, e)
 	e.updateDeployment(t, ns, "demoapp", func(d *appsv1.Deployment) {
@@ -377,6 +380,7 @@ func TestFallbackWhenUnschedulable(t *testing.T) {
 // FallbackActive=True PodsNotCreated, and status.wakeProgress says why the
 // wake is stuck.
 func TestFallbackWhenQuotaForbidsPods(t *testing.T) {
+	t.Parallel()
 	e := Get(t)
 	ns, ip := sleepingWithFallback(t, e)
 	// The fallback's pod is the namespace's one pod.

@@ -37,6 +37,7 @@ func OpenConnectionsQuery(ns, app string) string {
 // keeps the demo app up for several cooldowns, and the app sleeps once
 // the socket closes.
 func TestOpenWebSocketKeepsAwakeWithConnectionQuery(t *testing.T) {
+	t.Parallel()
 	e := Get(t)
 	ns, _ := sleepyDemoApp(t, e, func(string) string { return BusyQuery })
 	url := "ws://" + net.JoinHostPort("demoapp."+ns+".svc.cluster.local", fmt.Sprint(DemoHTTPPort)) + "/ws"

@@ -141,6 +141,12 @@ func sleepsAndWakes(changes []replicaChange) (sleeps, wakes int) {
 // fleetDialTimeout): a request sent in the window, so allowed to fail, and
 // one that delays the wake when every client is stuck so, since the wake
 // waits for the first request that reaches a resolver.
+//
+// The test does not run in parallel with the others (see the package doc):
+// the window it measures starts with the scale to zero and ends only once
+// the operator has seen it and written the proxy slice, which the load of
+// the other tests' ElastiServices on the operator stretched from 0.2 s to
+// 5.6 s, longer than the app's drain. Its two cases run side by side.
 func TestScaledToZeroBySomeoneElse(t *testing.T) {
 	for _, tc := range []struct {
 		name, drain string
@@ -150,6 +156,7 @@ func TestScaledToZeroBySomeoneElse(t *testing.T) {
 		{"app exits at once", "0s", true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
 			e := Get(t)
 			errorf := errorsAfterDump(t)
 			l := newLedger(t)

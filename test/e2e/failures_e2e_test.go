@@ -310,6 +310,7 @@ func TestOperatorKilledDuringWake(t *testing.T) {
 // the resolvers' activation calls and the proxy slice's removal all happen
 // under it.
 func TestElastiServiceDeletedAtZero(t *testing.T) {
+	t.Parallel()
 	e := Get(t)
 	e.InstallElasti(t)
 	ns := e.NewNamespace(t)

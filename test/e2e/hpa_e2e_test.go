@@ -61,6 +61,7 @@ func requestRateHPA(ns, app string, min int32) *autoscalingv2.HorizontalPodAutos
 //
 // and not one keep-alive POST fails or runs twice.
 func TestHPAMinReplicasZeroWithElasti(t *testing.T) {
+	t.Parallel()
 	e := Get(t)
 	l := newLedger(t)
 	ns, ip := demoApp(t, e, l.mount)

@@ -53,6 +53,7 @@ func cpuHPA(ns, app string) *autoscalingv2.HorizontalPodAutoscaler {
 // change but the HPA's (each one a SuccessfulRescale Event), no Woke or
 // ScaledToZero after the wake, the target never at zero.
 func TestCPUHPAWithMetricsServer(t *testing.T) {
+	t.Parallel()
 	e := Get(t)
 	e.InstallElasti(t)
 	ns := e.NewNamespace(t)

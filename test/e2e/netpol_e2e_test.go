@@ -65,6 +65,7 @@ const policyWait = 5 * time.Second
 // cluster's network admits everything from the node itself, as real network
 // plugins do for kubelet probes.
 func TestNetworkPolicyNotBypassedThroughResolver(t *testing.T) {
+	t.Parallel()
 	e := Get(t)
 	e.InstallElasti(t)
 	ns := e.NewNamespace(t)

@@ -48,6 +48,7 @@ func atZero(t *testing.T, e *Env, ns, name string, call func(ctx context.Context
 // TestMultiPortHTTPWake: a Service with two HTTP ports; a request at zero on
 // either port wakes the target and is answered on that port.
 func TestMultiPortHTTPWake(t *testing.T) {
+	t.Parallel()
 	e := Get(t)
 	e.InstallElasti(t)
 	ns := e.NewNamespace(t)
@@ -95,6 +96,7 @@ func TestMultiPortHTTPWake(t *testing.T) {
 // TestProtocolsThroughWake: WebSocket, gRPC over h2c and a plain TCP echo,
 // each opened while the target is at zero, are held through the wake.
 func TestProtocolsThroughWake(t *testing.T) {
+	t.Parallel()
 	e := Get(t)
 	ns, clusterIP := sleepyDemoApp(t, e, idle)
 	dnsName := "demoapp." + ns + ".svc.cluster.local"

@@ -38,6 +38,10 @@ func (e *Env) rollout(ctx context.Context, ns, name string) (spec, ready int64, 
 // request: Elasti scales it through its /scale subresource, and the
 // controller scales its ReplicaSet to 0 and back. The held request is
 // answered by the Rollout's pod.
+//
+// The controller, a cluster component with its CRDs, is started before
+// t.Parallel, while no other test runs (see the package doc); the rest of
+// the test works in its own namespace.
 func TestArgoRolloutTarget(t *testing.T) {
 	e := Get(t)
 	if os.Getenv(cluster.RolloutsDirEnv) == "" {
@@ -46,6 +50,7 @@ func TestArgoRolloutTarget(t *testing.T) {
 	if err := e.ClusterCLI("rollouts-start"); err != nil {
 		t.Fatalf("start Argo Rollouts: %v", err)
 	}
+	t.Parallel()
 	e.InstallElasti(t)
 	ns := e.NewNamespace(t)
 	d := DemoAppDeployment(ns, "demoapp", 1)

@@ -17,6 +17,7 @@ import (
 // in Tokyo but not in UTC lets it sleep. (Tokyo is UTC+9 all year, so the
 // two readings never overlap.)
 func TestEnabledPeriodTimeZone(t *testing.T) {
+	t.Parallel()
 	e := Get(t)
 	ns, _ := demoApp(t, e)
 	now := time.Now()
@@ -57,6 +58,7 @@ func TestEnabledPeriodTimeZone(t *testing.T) {
 // firing in status.lastPreWarmTime, and after it sleeps again no second wake
 // for the same firing.
 func TestPreWarmWakesOnSchedule(t *testing.T) {
+	t.Parallel()
 	e := Get(t)
 	ns, _ := demoApp(t, e)
 	kolkata, err := time.LoadLocation("Asia/Kolkata")

@@ -81,6 +81,7 @@ func activate(ctx context.Context, e *Env, ns, name, token string, plain bool) (
 // TestActivationRefused: the operator's activation server refuses callers
 // that are not the resolver's ServiceAccount, and the target stays at zero.
 func TestActivationRefused(t *testing.T) {
+	t.Parallel()
 	e := Get(t)
 	ns, _ := sleepyDemoApp(t, e, idle)
 	e.WaitAsleep(t, ns, "demoapp", 2*time.Minute)
@@ -196,6 +197,7 @@ func (e *Env) unmappedResolverPort(ctx context.Context) (int32, error) {
 // its Host header is answered by A's pods (B stays asleep), and a resolver
 // port no ElastiService holds is refused.
 func TestResolverPortIsolation(t *testing.T) {
+	t.Parallel()
 	e := Get(t)
 	e.InstallElasti(t)
 	ns := e.NewNamespace(t)

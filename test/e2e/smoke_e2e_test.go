@@ -24,6 +24,7 @@ import (
 // reachable by ClusterIP and by DNS name from inside the cluster network, on
 // every protocol it serves, and its EndpointSlice follows a 0->1->0 scale.
 func TestSmoke(t *testing.T) {
+	t.Parallel()
 	e := Get(t)
 	ns := e.NewNamespace(t)
 	const name = "demoapp"

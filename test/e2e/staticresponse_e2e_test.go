@@ -21,6 +21,7 @@ import (
 // is held and wakes it, and once the target is up the AtZero rule no longer
 // answers: the probe reaches the app.
 func TestStaticResponseAtZeroDoesNotWake(t *testing.T) {
+	t.Parallel()
 	e := Get(t)
 	ns, ip := demoApp(t, e)
 	url := httpURL(ip, DemoHTTPPort)

@@ -89,6 +89,7 @@ func (e *Env) wakeWithRequest(t *testing.T, ns, clusterIP, kind, wantBody string
 
 // TestStatefulSetTarget: a StatefulSet sleeps and is woken by a request.
 func TestStatefulSetTarget(t *testing.T) {
+	t.Parallel()
 	e := Get(t)
 	e.InstallElasti(t)
 	ns := e.NewNamespace(t)
@@ -129,6 +130,7 @@ func TestStatefulSetTarget(t *testing.T) {
 // and wakes; the HPA stays in place, leaves the target alone at zero, and
 // after the wake the replicas hold still at minTargetReplicas.
 func TestHPATarget(t *testing.T) {
+	t.Parallel()
 	e := Get(t)
 	e.InstallElasti(t)
 	ns := e.NewNamespace(t)

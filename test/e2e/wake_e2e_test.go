@@ -54,6 +54,7 @@ func idle(string) string { return IdleQuery }
 // once the cooldown has passed: proxy slice, zero replicas, proxy mode, and
 // Events saying so.
 func TestScaleToZero(t *testing.T) {
+	t.Parallel()
 	e := Get(t)
 	ns, _ := sleepyDemoApp(t, e, func(ns string) string { return RequestRateQuery(ns, "demoapp") })
 	start := time.Now()
@@ -100,6 +101,7 @@ func TestScaleToZero(t *testing.T) {
 // TestWakeFromEveryCaller: a request at zero is held, wakes the target and
 // is answered, whichever way the caller named the Service.
 func TestWakeFromEveryCaller(t *testing.T) {
+	t.Parallel()
 	e := Get(t)
 	ns, clusterIP := sleepyDemoApp(t, e, idle)
 	port := fmt.Sprint(DemoHTTPPort)

@@ -112,6 +112,7 @@ func (e *Env) loopbackForward(t testing.TB, addr string) string {
 //     and its answer carries Elasti-Cold-Start.
 //   - Serving again, the status shows no wake in progress.
 func TestWakingPage(t *testing.T) {
+	t.Parallel()
 	chromium := "/usr/bin/chromium"
 	if _, err := os.Stat(chromium); err != nil {
 		t.Fatalf("%s: %v (hack/install-deps.sh browser installs Debian's chromium)", chromium, err)
