@@ -12,4 +12,4 @@ ELASTI_KEDA_DIR=$(hack/keda.sh)
 export ELASTI_K8S_BIN ELASTI_KEDA_DIR
 go build -o bin/elasti-cluster ./test/cluster/cmd/elasti-cluster
 bin/elasti-cluster run --nodes 2 --check-clean ${ELASTI_E2E_KEEP:+--keep} -- \
-  go test -count=1 -tags e2e,multinode -p 1 -timeout 30m -v -run '^TestMultiNode' ./test/e2e/
+  go test -count=1 -tags e2e,multinode -p 1 -parallel 4 -timeout 20m -v -run '^TestMultiNode' ./test/e2e/

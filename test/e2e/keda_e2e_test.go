@@ -130,16 +130,23 @@ func (e *Env) waitScaledObject(t *testing.T, ns, name, want string, timeout time
 //     ScaledToZero, never at zero, each replica change an HPA rescale);
 //   - idle again, Elasti pauses KEDA once more and the target stays at
 //     zero: nobody fights over it.
+//
+// KEDA, a cluster component with its CRDs and an aggregated API, is started
+// before t.Parallel, while no other test runs (see the package doc). Where
+// the resolvers run does not matter here; the test shares the placement of
+// the tests running beside it (pinResolvers), so that they are not moved
+// while it holds a request.
 func TestMultiNodeKEDAScaledObject(t *testing.T) {
 	e := Get(t)
-	twoNodes(t, e)
+	first, _ := twoNodes(t, e)
 	if os.Getenv(cluster.KEDADirEnv) == "" {
 		t.Fatalf("%s is not set: `make test-multinode` sets it (hack/keda.sh builds the operator); by hand: export %s=$(hack/keda.sh)", cluster.KEDADirEnv, cluster.KEDADirEnv)
 	}
 	if err := e.ClusterCLI("keda-start"); err != nil {
 		t.Fatalf("start KEDA: %v", err)
 	}
-	e.InstallElasti(t)
+	t.Parallel()
+	pinResolvers(t, e, first.NodeName)
 	ns := e.NewNamespace(t)
 	d := DemoAppDeployment(ns, "demoapp", 1)
 	// At most one pod more on one node than on the other: three replicas

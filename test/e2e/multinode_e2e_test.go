@@ -80,13 +80,41 @@ func (e *Env) from(node cluster.Config) *Env {
 	return &c
 }
 
+// resolverPin is the placement of the resolvers that the tests running at
+// the same time share: the node they are pinned to and how many running
+// tests rely on it.
+var resolverPin struct {
+	mu    sync.Mutex
+	node  string
+	users int
+}
+
 // pinResolvers installs Elasti, moves every resolver replica to node, and
-// waits until they all run there. The test's end lets them go anywhere again.
+// waits until they all run there. Tests running in parallel share the
+// placement: the first one moves the resolvers, the others find them there,
+// and only the end of the last one lets them go anywhere again, so that no
+// test moves the resolvers under another one's requests. Tests that want the
+// resolvers elsewhere, or move them, do not run in parallel.
 func pinResolvers(t *testing.T, e *Env, node string) {
 	t.Helper()
 	e.InstallElasti(t)
-	setResolverNodeSelector(t, e, map[string]string{hostnameLabel: node})
-	t.Cleanup(func() { setResolverNodeSelector(t, e, nil) })
+	resolverPin.mu.Lock()
+	defer resolverPin.mu.Unlock()
+	switch {
+	case resolverPin.users == 0:
+		setResolverNodeSelector(t, e, map[string]string{hostnameLabel: node})
+		resolverPin.node = node
+	case resolverPin.node != node:
+		t.Fatalf("a test running beside this one has the resolvers on %s, and this one wants them on %s: one of them must not call t.Parallel", resolverPin.node, node)
+	}
+	resolverPin.users++
+	t.Cleanup(func() {
+		resolverPin.mu.Lock()
+		defer resolverPin.mu.Unlock()
+		if resolverPin.users--; resolverPin.users == 0 {
+			setResolverNodeSelector(t, e, nil)
+		}
+	})
 	if err := resolversOn(context.Background(), e, node); err != nil {
 		t.Fatal(err)
 	}
@@ -165,6 +193,7 @@ func setResolverNodeSelector(t *testing.T, e *Env, sel map[string]string) {
 // the demo app drains 3 s on SIGTERM, as in TestNoLossUnderLoad (whose
 // sibling TestNoDrainTerminationRace covers an app that does not).
 func TestMultiNodeNoLossAcrossNodes(t *testing.T) {
+	t.Parallel()
 	e := Get(t)
 	first, second := twoNodes(t, e)
 	pinResolvers(t, e, first.NodeName)
@@ -237,6 +266,7 @@ func TestMultiNodeNoLossAcrossNodes(t *testing.T) {
 // both. The requests come from the host, as a client outside the cluster:
 // they enter each node through its address.
 func TestMultiNodeNodePortAtZero(t *testing.T) {
+	t.Parallel()
 	e := Get(t)
 	first, second := twoNodes(t, e)
 	pinResolvers(t, e, first.NodeName)
@@ -328,6 +358,7 @@ func makeNodePort(t *testing.T, e *Env, ns string, policy corev1.ServiceExternal
 // stays on the pod through the grace period); TestMultiNodeNoLossAcrossNodes
 // covers keep-alive clients.
 func TestMultiNodeSleepCancelledFromOtherNode(t *testing.T) {
+	t.Parallel()
 	e := Get(t)
 	first, second := twoNodes(t, e)
 	pinResolvers(t, e, first.NodeName)
@@ -471,8 +502,9 @@ func TestMultiNodeResolversMoveWhileHolding(t *testing.T) {
 	}
 }
 
-// The tests below stop the second node: they come last in this file, and
-// each starts the node again before it ends.
+// The tests below stop the second node, so they do not run in parallel
+// (go test runs them before the parallel ones), and each starts the node
+// again, and waits until it is Ready, before it ends.
 
 // nodeMonitorGracePeriod is kube-controller-manager's default
 // --node-monitor-grace-period, which the local cluster keeps: how long a
