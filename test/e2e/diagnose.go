@@ -17,7 +17,9 @@ func (e *Env) dumpNamespace(t testing.TB, ns string) {
 	defer cancel()
 	for _, args := range [][]string{
 		{"-n", ns, "get", "elastiservices", "-o", "yaml"},
-		{"-n", ns, "get", "events", "--sort-by=.lastTimestamp"},
+		// kubectl events sorts the operator's events.k8s.io Events too (they
+		// have no lastTimestamp, by which get events --sort-by would sort).
+		{"-n", ns, "events"},
 		{"-n", ns, "get", "pods,endpointslices", "-o", "wide"},
 	} {
 		out, err := e.Cluster.Kubectl(ctx, "", args...)
