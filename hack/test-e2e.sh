@@ -5,6 +5,9 @@
 # the hygiene check that the machine is then as it was. The session runs in
 # its own process, so a test binary that panics or times out still gets the
 # cluster taken down. Packages run one at a time: they share the one cluster.
+# Inside the package, the tests that touch only their own namespaces run
+# eight at a time after the ones that must run alone (test/e2e/doc.go says
+# which and why; more at once saturated the operator on 2 CPUs).
 # ELASTI_E2E_RUN=REGEXP runs only the tests it matches (go test -run).
 set -euo pipefail
 cd "$(dirname "$0")/.."
