@@ -43,16 +43,8 @@ func (c Config) metricsServerComponent() component {
 // API server serves metrics.k8s.io through it. The metrics themselves follow
 // with its first scrape, 10 s later.
 func (c Config) startMetricsServer(ctx context.Context, logf Logf) error {
-	comp := c.metricsServerComponent()
-	if !fileExists(comp.bin) {
-		logf("no metrics-server in %s: the cluster serves no resource metrics (hack/k8s-binaries.sh addons builds it)", c.BinDir)
-		return nil
-	}
-	if _, ok := c.runningPID(comp.name); ok {
-		return nil
-	}
 	start := time.Now()
-	if err := c.spawn(comp); err != nil {
+	if started, err := c.spawnOptional(c.metricsServerComponent(), "the cluster serves no resource metrics", logf); !started || err != nil {
 		return err
 	}
 	manifest, err := c.aggregatedAPIManifest("elasti-metrics-server", MetricsServerPort, "metrics.k8s.io")

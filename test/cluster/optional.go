@@ -23,15 +23,8 @@ func (c Config) startOptional(ctx context.Context, logf Logf) error {
 // running yet, and waits until its health check answers.
 func (c Config) startKubeRouter(ctx context.Context, logf Logf) error {
 	comp := c.kubeRouter()
-	if !fileExists(comp.bin) {
-		logf("no kube-router in %s: node %s does not enforce NetworkPolicies (hack/k8s-binaries.sh addons builds it)", c.BinDir, c.NodeName)
-		return nil
-	}
-	if _, ok := c.runningPID(comp.name); ok {
-		return nil
-	}
 	start := time.Now()
-	if err := c.spawn(comp); err != nil {
+	if started, err := c.spawnOptional(comp, "node "+c.NodeName+" does not enforce NetworkPolicies", logf); !started || err != nil {
 		return err
 	}
 	if err := c.waitFor(ctx, comp.name, 2*time.Minute, c.kubeRouterReady); err != nil {
@@ -39,4 +32,18 @@ func (c Config) startKubeRouter(ctx context.Context, logf Logf) error {
 	}
 	logf("%s on node %s ready (%s)", comp.name, c.NodeName, time.Since(start).Round(time.Millisecond))
 	return nil
+}
+
+// spawnOptional starts optional component comp unless it is not built (then
+// it says what the cluster lacks, and why) or already runs. started is true
+// when it was spawned now and the caller should wait for it.
+func (c Config) spawnOptional(comp component, lacking string, logf Logf) (started bool, err error) {
+	if !fileExists(comp.bin) {
+		logf("no %s in %s: %s (hack/k8s-binaries.sh addons builds it)", comp.name, c.BinDir, lacking)
+		return false, nil
+	}
+	if _, ok := c.runningPID(comp.name); ok {
+		return false, nil
+	}
+	return true, c.spawn(comp)
 }
