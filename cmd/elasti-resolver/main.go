@@ -23,8 +23,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	"elasti.dev/elasti/internal/activation"
-	"elasti.dev/elasti/internal/errorreport"
-	"elasti.dev/elasti/internal/memlimit"
+	"elasti.dev/elasti/internal/boot"
 	"elasti.dev/elasti/internal/resolver"
 )
 
@@ -32,28 +31,9 @@ func main() {
 	zapOpts := zap.Options{}
 	cfg, err := parseFlags(flag.CommandLine, os.Args[1:], &zapOpts)
 	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(2)
+		boot.FlagsInvalid(err)
 	}
-	base := zap.New(zap.UseFlagOptions(&zapOpts))
-	log, flush, err := errorreport.FromEnv(base, "elasti-resolver", os.Getenv)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	ctrl.SetLogger(log)
-	if limit, err := memlimit.FromEnv(os.Getenv); err != nil {
-		log.Error(err, "no soft memory limit set")
-	} else if limit > 0 {
-		log.Info("soft memory limit set from the container's", "bytes", limit)
-	}
-	code := 0
-	if err := run(cfg, log); err != nil {
-		log.Error(err, "elasti-resolver stopped")
-		code = 1
-	}
-	flush()
-	os.Exit(code)
+	boot.Main("elasti-resolver", &zapOpts, func(log logr.Logger) error { return run(cfg, log) })
 }
 
 // newRegistry holds the Go runtime's and the process's metrics, with
