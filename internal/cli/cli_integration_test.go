@@ -222,6 +222,18 @@ func TestWake(t *testing.T) {
 	})
 
 	t.Run("wait returns once the operator woke it", func(t *testing.T) {
+		// The first subtest's request is still there. A fake operator that
+		// acted on it could be gone before this wake's request arrives (it
+		// acts once), and this wait would find nobody to act on it.
+		es := &elastiv1alpha1.ElastiService{}
+		if err := k8s.Get(ctx, key, es); err != nil {
+			t.Fatal(err)
+		}
+		patch := client.MergeFrom(es.DeepCopy())
+		delete(es.Annotations, contract.AnnotationWakeNow)
+		if err := k8s.Patch(ctx, es, patch); err != nil {
+			t.Fatalf("remove the earlier wake request: %v", err)
+		}
 		opCtx, stop := context.WithCancel(ctx)
 		defer stop()
 		done := make(chan error, 1)
