@@ -22,13 +22,13 @@ func TestParseFlags(t *testing.T) {
 			args: nil,
 			check: func(c config) map[string]any {
 				return map[string]any{
-					"start": c.resolver.PortRangeStart, "end": c.resolver.PortRangeEnd,
+					"start": c.resolver.Ports.PortRangeStart, "end": c.resolver.Ports.PortRangeEnd,
 					"admin": c.adminAddr, "operator": c.operatorURL, "ca": c.operatorCAFile,
-					"hold": c.resolver.HoldTimeout, "max": c.resolver.MaxHeld,
+					"hold": c.resolver.Hold.Timeout, "max": c.resolver.Hold.MaxHeld,
 					"token":     c.tokenPath,
-					"readAhead": c.resolver.ReadAheadBytes, "headerBytes": c.resolver.MaxHeaderBytes,
-					"trafficReport": c.resolver.TrafficReportInterval,
-					"linger":        c.resolver.ReleasedPortLinger,
+					"readAhead": c.resolver.Hold.ReadAheadBytes, "headerBytes": c.resolver.HTTP.MaxHeaderBytes,
+					"trafficReport": c.resolver.Activation.TrafficReportInterval,
+					"linger":        c.resolver.Ports.ReleasedPortLinger,
 				}
 			},
 			want: map[string]any{
@@ -47,9 +47,9 @@ func TestParseFlags(t *testing.T) {
 			args: []string{"--port-range=30000-30009", "--listen-address=127.0.0.1", "--hold-timeout=30s", "--drain-period=1s", "--traffic-report-interval=250ms"},
 			check: func(c config) map[string]any {
 				return map[string]any{
-					"start": c.resolver.PortRangeStart, "end": c.resolver.PortRangeEnd,
-					"listen": c.resolver.ListenAddress, "hold": c.resolver.HoldTimeout, "drain": c.drainPeriod,
-					"trafficReport": c.resolver.TrafficReportInterval,
+					"start": c.resolver.Ports.PortRangeStart, "end": c.resolver.Ports.PortRangeEnd,
+					"listen": c.resolver.Ports.ListenAddress, "hold": c.resolver.Hold.Timeout, "drain": c.drainPeriod,
+					"trafficReport": c.resolver.Activation.TrafficReportInterval,
 				}
 			},
 			want: map[string]any{"start": 30000, "end": 30009, "listen": "127.0.0.1", "hold": 30 * time.Second, "drain": time.Second, "trafficReport": 250 * time.Millisecond},

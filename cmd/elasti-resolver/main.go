@@ -25,6 +25,8 @@ import (
 	"elasti.dev/elasti/internal/activation"
 	"elasti.dev/elasti/internal/boot"
 	"elasti.dev/elasti/internal/resolver"
+	"elasti.dev/elasti/internal/resolver/endpoints"
+	"elasti.dev/elasti/internal/resolver/ports"
 )
 
 func main() {
@@ -59,8 +61,8 @@ func run(cfg config, log logr.Logger) error {
 
 	informerCtx, stopInformers := context.WithCancel(context.Background())
 	defer stopInformers()
-	ports, endpoints := resolver.NewPortMap(), resolver.NewEndpoints()
-	synced, err := resolver.Watch(informerCtx, restCfg, ports, endpoints, resolver.WatchOptions{
+	pm, eps := ports.NewPortMap(), endpoints.New()
+	synced, err := ports.Watch(informerCtx, restCfg, pm, eps, ports.WatchOptions{
 		Namespaces: cfg.watchNamespaces,
 		Log:        log.WithName("informers"),
 	})
@@ -69,15 +71,15 @@ func run(cfg config, log logr.Logger) error {
 	}
 
 	opts := cfg.resolver
-	opts.Activator = activation.NewClient(activation.ClientOptions{
+	opts.Activation.Activator = activation.NewClient(activation.ClientOptions{
 		OperatorURL: cfg.operatorURL,
 		TokenPath:   cfg.tokenPath,
-		HTTPClient:  &http.Client{Timeout: opts.ActivationTimeout, Transport: activation.NewTransport(cfg.operatorCAFile)},
+		HTTPClient:  &http.Client{Timeout: opts.Activation.Timeout, Transport: activation.NewTransport(cfg.operatorCAFile)},
 	})
 	opts.Synced = synced
 	opts.Log = log.WithName("resolver")
 	opts.Metrics = resolver.NewMetrics(reg)
-	r, err := resolver.New(ports, endpoints, opts)
+	r, err := resolver.New(pm, eps, opts)
 	if err != nil {
 		return err
 	}

@@ -14,6 +14,8 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
+
+	"elasti.dev/elasti/internal/resolver/upstream"
 )
 
 var coldStartShape = regexp.MustCompile(`^[0-9]+\.[0-9]{3}s$`)
@@ -25,20 +27,7 @@ func checkColdStart(t *testing.T, what, v string) {
 	t.Helper()
 	d, err := time.ParseDuration(v)
 	if !coldStartShape.MatchString(v) || err != nil || d < 0 || d > waitTimeout {
-		t.Errorf("%s: %s = %q, want a hold such as 1.234s", what, HeaderColdStart, v)
-	}
-}
-
-func TestFormatColdStart(t *testing.T) {
-	for d, want := range map[time.Duration]string{
-		1234567 * time.Microsecond: "1.235s",
-		80 * time.Millisecond:      "0.080s",
-		90 * time.Second:           "90.000s",
-		400 * time.Microsecond:     "0.000s",
-	} {
-		if got := formatColdStart(d); got != want {
-			t.Errorf("formatColdStart(%s) = %q, want %q", d, got, want)
-		}
+		t.Errorf("%s: %s = %q, want a hold such as 1.234s", what, upstream.HeaderColdStart, v)
 	}
 }
 
@@ -66,7 +55,7 @@ func TestColdStartHeaderOnlyAfterAHold(t *testing.T) {
 		if r.err != nil || r.status != http.StatusOK {
 			t.Fatalf("held %s request: status %d err %v", proto, r.status, r.err)
 		}
-		checkColdStart(t, "held "+proto+" request", r.header.Get(HeaderColdStart))
+		checkColdStart(t, "held "+proto+" request", r.header.Get(upstream.HeaderColdStart))
 	}
 
 	for name, c := range map[string]*http.Client{"HTTP/1.1": h.client(), "h2c": h2cClient()} {
@@ -74,8 +63,8 @@ func TestColdStartHeaderOnlyAfterAHold(t *testing.T) {
 		if r.err != nil || r.status != http.StatusOK {
 			t.Fatalf("direct %s request: status %d err %v", name, r.status, r.err)
 		}
-		if v := r.header.Get(HeaderColdStart); v != "" {
-			t.Errorf("a %s request forwarded at once has %s = %q", name, HeaderColdStart, v)
+		if v := r.header.Get(upstream.HeaderColdStart); v != "" {
+			t.Errorf("a %s request forwarded at once has %s = %q", name, upstream.HeaderColdStart, v)
 		}
 	}
 
@@ -83,8 +72,8 @@ func TestColdStartHeaderOnlyAfterAHold(t *testing.T) {
 	if r.err != nil || r.status != http.StatusOK || len(fallback.requests()) != 1 {
 		t.Fatalf("held request for the fallback: status %d err %v, fallback saw %d", r.status, r.err, len(fallback.requests()))
 	}
-	if v := r.header.Get(HeaderColdStart); v != "" {
-		t.Errorf("the fallback's answer has %s = %q; the target never served it", HeaderColdStart, v)
+	if v := r.header.Get(upstream.HeaderColdStart); v != "" {
+		t.Errorf("the fallback's answer has %s = %q; the target never served it", upstream.HeaderColdStart, v)
 	}
 }
 
@@ -125,7 +114,7 @@ func TestColdStartHeaderOnWebSocketAndGRPC(t *testing.T) {
 			t.Fatalf("websocket dial: %v", d.err)
 		}
 		defer d.c.Close()
-		checkColdStart(t, "101 Switching Protocols", d.resp.Header.Get(HeaderColdStart))
+		checkColdStart(t, "101 Switching Protocols", d.resp.Header.Get(upstream.HeaderColdStart))
 		_ = d.c.SetReadDeadline(time.Now().Add(waitTimeout))
 		if err := d.c.WriteMessage(websocket.TextMessage, []byte("hi")); err != nil {
 			t.Fatal(err)

@@ -15,6 +15,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	elastiv1alpha1 "elasti.dev/elasti/api/v1alpha1"
+	"elasti.dev/elasti/internal/resolver/ports"
+	"elasti.dev/elasti/internal/resolver/resolvertest"
 )
 
 // fallbackProxy is a spec.proxy with a fallback to websvc-static after the
@@ -117,7 +119,7 @@ func TestFallbackWithoutEndpointKeepsHolding(t *testing.T) {
 	target := newRecordingUpstream(t)
 	h.mapPort("web", "websvc", fallbackProxy("100ms"), h.proxyPort(0, "http", ""))
 	// The fallback's slice lists an endpoint that is not ready.
-	h.endpoints.Update(slice("ns", "websvc-static-abc", "websvc-static", "http", 8080, testEndpoint{ip: "127.0.0.1"}))
+	h.endpoints.Update(resolvertest.Slice("ns", "websvc-static-abc", "websvc-static", "http", 8080, resolvertest.Endpoint{IP: "127.0.0.1"}))
 
 	done := make(chan result, 1)
 	go func() { done <- post(h.client(), "http://"+h.addr(0)+"/order", "item=1") }()
@@ -163,7 +165,7 @@ func TestFallbackWhenOperatorSaysWakeFailed(t *testing.T) {
 	h := newHarness(t, 1, nil)
 	fallback := newRecordingUpstream(t)
 	h.ready("websvc-static", "websvc-static-abc", "http", fallback.addr())
-	es := elastiService("ns", "web", "websvc", fallbackProxy("1h"), h.proxyPort(0, "http", ""))
+	es := resolvertest.ElastiService("ns", "web", "websvc", fallbackProxy("1h"), h.proxyPort(0, "http", ""))
 	es.Spec.Proxy.HoldTimeout = "2h" // only the test's own bound applies
 	h.ports.Set(es)
 
@@ -198,7 +200,7 @@ func TestFallbackTCP(t *testing.T) {
 	h := newHarness(t, 1, nil)
 	target, fallback := newTCPRecorder(t), newTCPRecorder(t)
 	h.ready("dbsvc-static", "dbsvc-static-abc", "", fallback.addr())
-	h.ports.Set(elastiService("ns", "db", "dbsvc",
+	h.ports.Set(resolvertest.ElastiService("ns", "db", "dbsvc",
 		&elastiv1alpha1.ProxySpec{Fallback: &elastiv1alpha1.Fallback{Service: "dbsvc-static", After: "200ms"}},
 		elastiv1alpha1.ProxyPort{Port: 5432, Protocol: "TCP", ResolverPort: int32(h.base)}))
 
@@ -231,9 +233,9 @@ func TestFallbackTCP(t *testing.T) {
 // naming it has a port: its endpoints can only be known if they are
 // watched.
 func TestFallbackServiceSlicesFollowed(t *testing.T) {
-	pm := NewPortMap()
-	pm.Set(elastiService("ns", "web", "websvc", fallbackProxy("30s"), elastiv1alpha1.ProxyPort{Name: "http", Port: 80, Protocol: "TCP", ResolverPort: 20001}))
-	got, _ := pm.services()
+	pm := ports.NewPortMap()
+	pm.Set(resolvertest.ElastiService("ns", "web", "websvc", fallbackProxy("30s"), elastiv1alpha1.ProxyPort{Name: "http", Port: 80, Protocol: "TCP", ResolverPort: 20001}))
+	got, _ := pm.Services()
 	for _, svc := range []string{"websvc", "websvc-static"} {
 		if _, ok := got[types.NamespacedName{Namespace: "ns", Name: svc}]; !ok {
 			t.Errorf("services() = %v, want %s followed", got, svc)

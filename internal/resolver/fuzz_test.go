@@ -17,6 +17,11 @@ import (
 	"k8s.io/utils/ptr"
 
 	elastiv1alpha1 "elasti.dev/elasti/api/v1alpha1"
+	"elasti.dev/elasti/internal/resolver/endpoints"
+	"elasti.dev/elasti/internal/resolver/park"
+	"elasti.dev/elasti/internal/resolver/ports"
+	"elasti.dev/elasti/internal/resolver/resolvertest"
+	"elasti.dev/elasti/internal/resolver/route"
 )
 
 // FuzzHTTPEntry feeds arbitrary bytes to the L7 entry path as one client
@@ -49,22 +54,22 @@ func FuzzHTTPEntry(f *testing.F) {
 	}, funcr.Options{Verbosity: 1})
 
 	upstream := echoUpstream(f)
-	ports, endpoints := NewPortMap(), NewEndpoints()
-	r, err := New(ports, endpoints, Options{
-		PortRangeStart: 1, PortRangeEnd: 1, // never opened: connections are handed in directly
-		ReadHeaderTimeout: 2 * time.Second,
-		Log:               log,
+	pm, eps := ports.NewPortMap(), endpoints.New()
+	r, err := New(pm, eps, Options{
+		Ports: PortOptions{PortRangeStart: 1, PortRangeEnd: 1}, // never opened: connections are handed in directly
+		HTTP:  HTTPOptions{ReadHeaderTimeout: 2 * time.Second},
+		Log:   log,
 	})
 	if err != nil {
 		f.Fatal(err)
 	}
 	go func() { _ = r.server.Serve(r.httpConns) }()
 	f.Cleanup(r.Close)
-	target := Target{
+	target := route.Target{
 		ElastiService: types.NamespacedName{Namespace: "ns", Name: "web"},
 		Service:       types.NamespacedName{Namespace: "ns", Name: "websvc"},
 		PortName:      "http", Port: 80,
-		Static: &StaticRules{Rules: []elastiv1alpha1.StaticResponse{
+		Static: &route.StaticRules{Rules: []elastiv1alpha1.StaticResponse{
 			{Name: "probe", When: elastiv1alpha1.StaticResponseAlways, Match: elastiv1alpha1.StaticResponseMatch{
 				Path:    &elastiv1alpha1.PathMatch{Prefix: ptr.To("/health")},
 				Headers: []elastiv1alpha1.HeaderMatch{{Name: "User-Agent", Contains: ptr.To("probe")}},
@@ -78,7 +83,7 @@ func FuzzHTTPEntry(f *testing.F) {
 	host, port, _ := net.SplitHostPort(upstreamAddr(upstream))
 	var p int32
 	_, _ = fmt.Sscan(port, &p)
-	endpoints.Update(slice("ns", "websvc-1", "websvc", "http", p, readyEP(host)))
+	eps.Update(resolvertest.Slice("ns", "websvc-1", "websvc", "http", p, resolvertest.ReadyEP(host)))
 
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -96,7 +101,7 @@ func FuzzHTTPEntry(f *testing.F) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		r.httpConns.push(&mappedConn{Conn: server, target: target, mapped: true})
+		r.httpConns.Push(&park.Conn{Conn: server, Route: route.Route{Target: target, Mapped: true}})
 		_ = client.SetDeadline(time.Now().Add(30 * time.Second))
 		go func() {
 			_, _ = client.Write(data)

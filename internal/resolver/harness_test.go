@@ -22,6 +22,9 @@ import (
 
 	elastiv1alpha1 "elasti.dev/elasti/api/v1alpha1"
 	"elasti.dev/elasti/internal/contract"
+	"elasti.dev/elasti/internal/resolver/endpoints"
+	"elasti.dev/elasti/internal/resolver/ports"
+	"elasti.dev/elasti/internal/resolver/resolvertest"
 )
 
 // waitTimeout bounds every wait in these tests. It is generous on purpose:
@@ -33,8 +36,8 @@ const waitTimeout = 60 * time.Second
 // the test in place of the informers.
 type harness struct {
 	t         testing.TB
-	ports     *PortMap
-	endpoints *Endpoints
+	ports     *ports.PortMap
+	endpoints *endpoints.Endpoints
 	r         *Resolver
 	reg       *prometheus.Registry
 	act       *fakeActivator
@@ -45,23 +48,21 @@ type harness struct {
 // newHarness starts a resolver on n consecutive free loopback ports.
 func newHarness(t testing.TB, n int, tune func(*Options)) *harness {
 	t.Helper()
-	h := &harness{t: t, ports: NewPortMap(), endpoints: NewEndpoints(), act: newFakeActivator(), n: n}
+	h := &harness{t: t, ports: ports.NewPortMap(), endpoints: endpoints.New(), act: newFakeActivator(), n: n}
 	var lastErr error
 	for range 50 {
 		h.reg = prometheus.NewRegistry()
 		opts := Options{
-			ListenAddress:     "127.0.0.1",
-			UnmappedWait:      200 * time.Millisecond,
-			Activator:         h.act,
-			ActivationBackoff: 10 * time.Millisecond,
-			Log:               testLogger(t),
-			Metrics:           NewMetrics(h.reg),
+			Ports:      PortOptions{ListenAddress: "127.0.0.1", UnmappedWait: 200 * time.Millisecond},
+			Activation: ActivationOptions{Activator: h.act, Backoff: 10 * time.Millisecond},
+			Log:        testLogger(t),
+			Metrics:    NewMetrics(h.reg),
 		}
 		if tune != nil {
 			tune(&opts)
 		}
 		h.base = 30000 + rand.IntN(25000)
-		opts.PortRangeStart, opts.PortRangeEnd = h.base, h.base+n-1
+		opts.Ports.PortRangeStart, opts.Ports.PortRangeEnd = h.base, h.base+n-1
 		r, err := New(h.ports, h.endpoints, opts)
 		if err != nil {
 			t.Fatalf("New: %v", err)
@@ -105,7 +106,7 @@ func (h *harness) addr(i int) string { return "127.0.0.1:" + strconv.Itoa(h.base
 // mapPort makes resolver port i carry the Service port portName of Service
 // svc, owned by ElastiService es in namespace "ns".
 func (h *harness) mapPort(es, svc string, proxy *elastiv1alpha1.ProxySpec, ports ...elastiv1alpha1.ProxyPort) {
-	h.ports.Set(elastiService("ns", es, svc, proxy, ports...))
+	h.ports.Set(resolvertest.ElastiService("ns", es, svc, proxy, ports...))
 }
 
 func (h *harness) proxyPort(i int, name, appProtocol string) elastiv1alpha1.ProxyPort {
@@ -121,7 +122,7 @@ func (h *harness) ready(svc, sliceName, portName string, upstream string) {
 		h.t.Fatalf("upstream address %q: %v", upstream, err)
 	}
 	p, _ := strconv.Atoi(port)
-	h.endpoints.Update(slice("ns", sliceName, svc, portName, int32(p), readyEP(host)))
+	h.endpoints.Update(resolvertest.Slice("ns", sliceName, svc, portName, int32(p), resolvertest.ReadyEP(host)))
 }
 
 // eventually waits for cond, checking it on a short period; it is for
@@ -139,7 +140,7 @@ func (h *harness) eventually(what string, cond func() bool) {
 }
 
 func (h *harness) held(es string) int {
-	return h.r.holds.Held(types.NamespacedName{Namespace: "ns", Name: es})
+	return h.r.hold.Queue().Held(types.NamespacedName{Namespace: "ns", Name: es})
 }
 
 // client returns an HTTP/1.1 client with a fresh pool.

@@ -183,7 +183,7 @@ func TestHeldPOSTDeliveredOnceWithFullBody(t *testing.T) {
 		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			h := newHarness(t, 1, func(o *Options) { o.ReadAheadBytes = 1024 })
+			h := newHarness(t, 1, func(o *Options) { o.Hold.ReadAheadBytes = 1024 })
 			up := newRecordingUpstream(t)
 			h.mapPort("web", "websvc", nil, h.proxyPort(0, "http", ""))
 			c := dialRaw(t, h.addr(0))
@@ -214,7 +214,7 @@ func TestHeldPOSTDeliveredOnceWithFullBody(t *testing.T) {
 
 func TestHeldBodyOverReadAheadBoundGets503(t *testing.T) {
 	const bound = 1024
-	h := newHarness(t, 1, func(o *Options) { o.ReadAheadBytes = bound })
+	h := newHarness(t, 1, func(o *Options) { o.Hold.ReadAheadBytes = bound })
 	up := newRecordingUpstream(t)
 	h.mapPort("web", "websvc", nil, h.proxyPort(0, "http", ""))
 	chunked := strings.Repeat("200\r\n"+strings.Repeat("y", 0x200)+"\r\n", 8) + "0\r\n\r\n"
@@ -249,7 +249,7 @@ func TestHeldBodyOverReadAheadBoundGets503(t *testing.T) {
 // declared size has left the hold queue before the activation loop looks,
 // yet the target must wake, or the client's retries would never succeed.
 func TestOversizedUploadStillWakesTarget(t *testing.T) {
-	h := newHarness(t, 1, func(o *Options) { o.ReadAheadBytes = 1024 })
+	h := newHarness(t, 1, func(o *Options) { o.Hold.ReadAheadBytes = 1024 })
 	h.mapPort("web", "websvc", nil, h.proxyPort(0, "http", ""))
 	c := dialRaw(t, h.addr(0))
 	if _, err := c.Write([]byte("POST /upload HTTP/1.1\r\nHost: web\r\nContent-Length: 4096\r\nExpect: 100-continue\r\n\r\n")); err != nil {
@@ -300,7 +300,7 @@ func TestHeldTCPClientGoneIsNeverDialed(t *testing.T) {
 }
 
 func TestHeldTCPOverReadAheadBoundIsClosed(t *testing.T) {
-	h := newHarness(t, 1, func(o *Options) { o.ReadAheadBytes = 1024 })
+	h := newHarness(t, 1, func(o *Options) { o.Hold.ReadAheadBytes = 1024 })
 	up := newTCPRecorder(t)
 	h.mapPort("db", "dbsvc", nil, h.proxyPort(0, "postgres", ""))
 	c := dialRaw(t, h.addr(0))

@@ -15,6 +15,8 @@ import (
 
 	"github.com/go-logr/logr"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"elasti.dev/elasti/internal/resolver/park"
 )
 
 // BenchmarkHeldMemory measures what one held HTTP/1.1 request costs the
@@ -35,14 +37,14 @@ import (
 // the memory return after the drain (memoryReturner) measured once it ran,
 // and without it ("no-return") measured after the same wait.
 func BenchmarkHeldMemory(b *testing.B) {
-	b.Run("paced", func(b *testing.B) { benchmarkHeld(b, DefaultReleaseConcurrency, true, ParkOnArrival) })
-	b.Run("unpaced", func(b *testing.B) { benchmarkHeld(b, 1<<20, true, ParkOnArrival) })
-	b.Run("paced-no-return", func(b *testing.B) { benchmarkHeld(b, DefaultReleaseConcurrency, false, ParkOnArrival) })
-	b.Run("paced-from-handler", func(b *testing.B) { benchmarkHeld(b, DefaultReleaseConcurrency, true, ParkFromHandler) })
-	b.Run("paced-in-handler", func(b *testing.B) { benchmarkHeld(b, DefaultReleaseConcurrency, true, HoldInHandler) })
+	b.Run("paced", func(b *testing.B) { benchmarkHeld(b, DefaultReleaseConcurrency, true, park.ParkOnArrival) })
+	b.Run("unpaced", func(b *testing.B) { benchmarkHeld(b, 1<<20, true, park.ParkOnArrival) })
+	b.Run("paced-no-return", func(b *testing.B) { benchmarkHeld(b, DefaultReleaseConcurrency, false, park.ParkOnArrival) })
+	b.Run("paced-from-handler", func(b *testing.B) { benchmarkHeld(b, DefaultReleaseConcurrency, true, park.ParkFromHandler) })
+	b.Run("paced-in-handler", func(b *testing.B) { benchmarkHeld(b, DefaultReleaseConcurrency, true, park.HoldInHandler) })
 }
 
-func benchmarkHeld(b *testing.B, release int, returnMemory bool, parking Parking) {
+func benchmarkHeld(b *testing.B, release int, returnMemory bool, parking park.Parking) {
 	const heldN = 2000
 	const returnAfter = 2 * time.Second
 	atPeak := heldN
@@ -50,9 +52,9 @@ func benchmarkHeld(b *testing.B, release int, returnMemory bool, parking Parking
 		atPeak = 1 << 30
 	}
 	h := newHarness(b, 1, func(o *Options) {
-		o.MaxHeld, o.ReleaseConcurrency, o.Log = heldN, release, logr.Discard()
-		o.ReturnMemoryAtPeak, o.ReturnMemoryAfter = atPeak, returnAfter
-		o.Parking = parking
+		o.Hold.MaxHeld, o.Hold.ReleaseConcurrency, o.Log = heldN, release, logr.Discard()
+		o.Memory.ReturnAtPeak, o.Memory.ReturnAfter = atPeak, returnAfter
+		o.Hold.Parking = parking
 	})
 	up := echoUpstream(b)
 	h.mapPort("web", "websvc", nil, h.proxyPort(0, "http", ""))
@@ -62,7 +64,7 @@ func benchmarkHeld(b *testing.B, release int, returnMemory bool, parking Parking
 		h.endpoints.Delete("ns", "websvc-abc")
 		// The previous iteration's connections must be gone from the
 		// baseline: close the pooled ones and wait for their goroutines.
-		h.r.upstreams.h1.CloseIdleConnections()
+		h.r.proxy.CloseIdle()
 		up.CloseClientConnections()
 		settle()
 		before, stacksBefore, goroutines := liveBytes(), stackBytes(), runtime.NumGoroutine()

@@ -157,7 +157,7 @@ func TestThousandHeldRequestsAllSucceed(t *testing.T) {
 }
 
 func TestRequestsForwardedAtOnceWhenReady(t *testing.T) {
-	h := newHarness(t, 1, func(o *Options) { o.TrafficReportInterval = time.Hour })
+	h := newHarness(t, 1, func(o *Options) { o.Activation.TrafficReportInterval = time.Hour })
 	up := echoUpstream(t)
 	h.mapPort("web", "websvc", nil, h.proxyPort(0, "http", ""))
 	h.ready("websvc", "websvc-abc", "http", upstreamAddr(up))
@@ -327,7 +327,7 @@ func TestUnmappedPortRefused(t *testing.T) {
 }
 
 func TestLateMappingIsWaitedFor(t *testing.T) {
-	h := newHarness(t, 1, func(o *Options) { o.UnmappedWait = waitTimeout })
+	h := newHarness(t, 1, func(o *Options) { o.Ports.UnmappedWait = waitTimeout })
 	up := echoUpstream(t)
 	h.ready("websvc", "websvc-abc", "http", upstreamAddr(up))
 	done := make(chan result, 1)

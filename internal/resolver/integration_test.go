@@ -29,6 +29,8 @@ import (
 	elastiv1alpha1 "elasti.dev/elasti/api/v1alpha1"
 	"elasti.dev/elasti/internal/activation"
 	"elasti.dev/elasti/internal/contract"
+	"elasti.dev/elasti/internal/resolver/endpoints"
+	"elasti.dev/elasti/internal/resolver/ports"
 	"elasti.dev/elasti/internal/testenv"
 	"elasti.dev/elasti/internal/testenv/estest"
 )
@@ -133,10 +135,10 @@ func TestIntegrationInformersAndActivation(t *testing.T) {
 	operatorURL := "http://" + ol.Addr().String()
 
 	h := newHarness(t, 2, func(o *Options) {
-		o.Activator = activation.NewClient(activation.ClientOptions{OperatorURL: operatorURL, TokenPath: tokenPath})
-		o.DialContext = loopbackDialer(upstreamAddr(up))
+		o.Activation.Activator = activation.NewClient(activation.ClientOptions{OperatorURL: operatorURL, TokenPath: tokenPath})
+		o.Upstream.DialContext = loopbackDialer(upstreamAddr(up))
 	})
-	synced, err := Watch(ctx, env.Config, h.ports, h.endpoints, WatchOptions{Log: testLogger(t)})
+	synced, err := ports.Watch(ctx, env.Config, h.ports, h.endpoints, ports.WatchOptions{Log: testLogger(t)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -270,18 +272,18 @@ func TestIntegrationNamespaceScope(t *testing.T) {
 	createProxied(ctx, t, "scope-a", "web", "websvc", elastiv1alpha1.ModeProxy, port)
 	createProxied(ctx, t, "scope-b", "web", "websvc", elastiv1alpha1.ModeProxy, port)
 
-	watch := func(namespaces ...string) *PortMap {
-		ports := NewPortMap()
-		synced, err := Watch(ctx, env.Config, ports, NewEndpoints(), WatchOptions{Namespaces: namespaces, Log: testLogger(t)})
+	watch := func(namespaces ...string) *ports.PortMap {
+		pm := ports.NewPortMap()
+		synced, err := ports.Watch(ctx, env.Config, pm, endpoints.New(), ports.WatchOptions{Namespaces: namespaces, Log: testLogger(t)})
 		if err != nil {
 			t.Fatal(err)
 		}
 		(&harness{t: t}).eventually("the ElastiService informer has synced", synced)
-		return ports
+		return pm
 	}
 	a, b, all := watch("scope-a"), watch("scope-b"), watch()
-	for ns, ports := range map[string]*PortMap{"scope-a": a, "scope-b": b} {
-		target, ok := ports.Lookup(ctx, port, 0, nil)
+	for ns, pm := range map[string]*ports.PortMap{"scope-a": a, "scope-b": b} {
+		target, ok := pm.Lookup(ctx, port, 0, nil)
 		if want := (types.NamespacedName{Namespace: ns, Name: "web"}); !ok || target.ElastiService != want {
 			t.Errorf("resolver scoped to %s: port %d maps to %v (%v), want %s", ns, port, target.ElastiService, ok, want)
 		}
@@ -305,10 +307,10 @@ func TestIntegrationSlicesFollowedOnlyWhileMapped(t *testing.T) {
 	_, upPort, _ := net.SplitHostPort(upstreamAddr(up))
 	podPort, _ := strconv.Atoi(upPort)
 	h := newHarness(t, 2, func(o *Options) {
-		o.DialContext = loopbackDialer(upstreamAddr(up))
-		o.ReleasedPortLinger = time.Second
+		o.Upstream.DialContext = loopbackDialer(upstreamAddr(up))
+		o.Ports.ReleasedPortLinger = time.Second
 	})
-	synced, err := Watch(ctx, env.Config, h.ports, h.endpoints, WatchOptions{Namespaces: []string{ns}, Log: testLogger(t)})
+	synced, err := ports.Watch(ctx, env.Config, h.ports, h.endpoints, ports.WatchOptions{Namespaces: []string{ns}, Log: testLogger(t)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -336,7 +338,7 @@ func TestIntegrationSlicesFollowedOnlyWhileMapped(t *testing.T) {
 	a := createProxied(ctx, t, ns, "a", "svc-a", elastiv1alpha1.ModeServe, int32(h.base))
 	createProxied(ctx, t, ns, "b", "svc-b", elastiv1alpha1.ModeProxy, int32(h.base+1))
 	h.eventually("B's own slice is followed", func() bool { return len(h.endpoints.Ready(svcB, "http")) == 1 })
-	if h.endpoints.feeding(svcA) || h.endpoints.AnyReady(svcA) {
+	if h.endpoints.Feeding(svcA) || h.endpoints.AnyReady(svcA) {
 		t.Fatalf("A's slices are followed while A is in serve mode")
 	}
 	if r := get(h.client(), ctx, "http://"+h.addr(0)+"/", nil); r.status != http.StatusNotFound {
@@ -366,7 +368,7 @@ func TestIntegrationSlicesFollowedOnlyWhileMapped(t *testing.T) {
 		t.Fatal(err)
 	}
 	h.eventually("A's slices are dropped after the linger", func() bool {
-		return !h.endpoints.feeding(svcA) && !h.endpoints.AnyReady(svcA)
+		return !h.endpoints.Feeding(svcA) && !h.endpoints.AnyReady(svcA)
 	})
 	if !h.endpoints.AnyReady(svcB) {
 		t.Error("B's slices went with A's")

@@ -13,6 +13,8 @@ import (
 	"golang.org/x/sys/unix"
 
 	elastiv1alpha1 "elasti.dev/elasti/api/v1alpha1"
+	"elasti.dev/elasti/internal/resolver/ports"
+	"elasti.dev/elasti/internal/resolver/resolvertest"
 )
 
 // acceptedSocket finds, among this process's file descriptors, the socket
@@ -66,9 +68,9 @@ func TestHeldConnectionsHaveKeepAlive(t *testing.T) {
 		{"negative turns it off", -1, false, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			h := newHarness(t, 2, func(o *Options) { o.ClientKeepAlive = tc.keepAlive })
+			h := newHarness(t, 2, func(o *Options) { o.Ports.ClientKeepAlive = tc.keepAlive })
 			h.mapPort("web", "websvc", nil, h.proxyPort(0, "http", ""))
-			h.ports.Set(elastiService("ns", "db", "dbsvc", nil, elastiv1alpha1.ProxyPort{Port: 5432, Protocol: "TCP", ResolverPort: int32(h.base + 1)}))
+			h.ports.Set(resolvertest.ElastiService("ns", "db", "dbsvc", nil, elastiv1alpha1.ProxyPort{Port: 5432, Protocol: "TCP", ResolverPort: int32(h.base + 1)}))
 
 			httpClient := dialRaw(t, h.addr(0))
 			if _, err := httpClient.Write([]byte("GET / HTTP/1.1\r\nHost: web\r\n\r\n")); err != nil {
@@ -99,7 +101,7 @@ func TestHeldConnectionsHaveKeepAlive(t *testing.T) {
 				}{
 					{unix.TCP_KEEPIDLE, "TCP_KEEPIDLE", tc.wantSecs},
 					{unix.TCP_KEEPINTVL, "TCP_KEEPINTVL", tc.wantSecs},
-					{unix.TCP_KEEPCNT, "TCP_KEEPCNT", keepAliveProbes},
+					{unix.TCP_KEEPCNT, "TCP_KEEPCNT", ports.KeepAliveProbes},
 				} {
 					got, err := unix.GetsockoptInt(fd, unix.IPPROTO_TCP, o.opt)
 					if err != nil {

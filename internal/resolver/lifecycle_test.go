@@ -156,7 +156,7 @@ func TestDrainTimeoutCutsHeldRequests(t *testing.T) {
 // After a wake completes, a later sleep must be woken at once by its first
 // held request, not after the refresh interval of the earlier wake's loop.
 func TestSecondWakeAfterSleepActivatesAtOnce(t *testing.T) {
-	h := newHarness(t, 1, func(o *Options) { o.ActivationRefresh = time.Hour })
+	h := newHarness(t, 1, func(o *Options) { o.Activation.Refresh = time.Hour })
 	up := echoUpstream(t)
 	h.mapPort("web", "websvc", nil, h.proxyPort(0, "http", ""))
 
@@ -184,7 +184,7 @@ func TestSecondWakeAfterSleepActivatesAtOnce(t *testing.T) {
 // starts a fresh one that calls at once, instead of finding this one waiting
 // out its refresh interval.
 func TestActivationLoopEndsWhenReadyDuringCall(t *testing.T) {
-	h := newHarness(t, 1, func(o *Options) { o.ActivationRefresh = time.Hour })
+	h := newHarness(t, 1, func(o *Options) { o.Activation.Refresh = time.Hour })
 	up := echoUpstream(t)
 	h.act.onCall = func(_, _ string) { h.ready("websvc", "websvc-abc", "http", upstreamAddr(up)) }
 	h.mapPort("web", "websvc", nil, h.proxyPort(0, "http", ""))
@@ -192,8 +192,6 @@ func TestActivationLoopEndsWhenReadyDuringCall(t *testing.T) {
 		t.Fatalf("status %d err %v", r.status, r.err)
 	}
 	h.eventually("the activation loop ends", func() bool {
-		h.r.waker.mu.Lock()
-		defer h.r.waker.mu.Unlock()
-		return !h.r.waker.running[types.NamespacedName{Namespace: "ns", Name: "web"}]
+		return !h.r.hold.Waking(types.NamespacedName{Namespace: "ns", Name: "web"})
 	})
 }

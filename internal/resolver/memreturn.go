@@ -67,7 +67,7 @@ func returnFreeMemory() {
 	debug.FreeOSMemory()
 }
 
-// drained is the HoldQueue's drained callback: it schedules a return after
+// drained is the hold queue's drained callback (hold.Config.Drained): it schedules a return after
 // a drain from peak held, replacing one already scheduled. A hold that
 // starts in the meantime puts the return off to its own drain.
 func (m *memoryReturner) drained(peak int) {

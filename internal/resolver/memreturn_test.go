@@ -13,23 +13,25 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"k8s.io/apimachinery/pkg/types"
 	clocktesting "k8s.io/utils/clock/testing"
+
+	"elasti.dev/elasti/internal/resolver/hold"
 )
 
 func TestMemoryReturner(t *testing.T) {
 	es := types.NamespacedName{Namespace: "ns", Name: "a"}
 	other := types.NamespacedName{Namespace: "ns", Name: "b"}
 	const after, atPeak = 10 * time.Second, 3
-	setup := func() (*HoldQueue, *clocktesting.FakeClock, *int) {
-		q := NewHoldQueue()
+	setup := func() (*hold.Queue, *clocktesting.FakeClock, *int) {
+		var q *hold.Queue
 		clk := clocktesting.NewFakeClock(time.Unix(1000, 0))
 		frees := 0
 		m := newMemoryReturner(clk, after, atPeak, func() bool { return q.Total() == 0 }, func() { frees++ }, func() {})
-		q.drained = m.drained
+		q = hold.NewQueue(m.drained)
 		return q, clk, &frees
 	}
 	// hold enters n slots, spread over two ElastiServices (the peak is
 	// the replica's, not one Service's), and returns their leaves.
-	hold := func(t *testing.T, q *HoldQueue, n int) []func() {
+	hold := func(t *testing.T, q *hold.Queue, n int) []func() {
 		t.Helper()
 		var leaves []func()
 		for i := range n {
@@ -112,7 +114,7 @@ func TestMemoryReturner(t *testing.T) {
 // the pod connections the release left idle closed by it.
 func TestMemoryReturnAfterBurst(t *testing.T) {
 	const n = 4
-	h := newHarness(t, 1, func(o *Options) { o.ReturnMemoryAtPeak, o.ReturnMemoryAfter = n, 2*time.Second })
+	h := newHarness(t, 1, func(o *Options) { o.Memory.ReturnAtPeak, o.Memory.ReturnAfter = n, 2*time.Second })
 	var podConns atomic.Int64
 	up := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		_, _ = io.Copy(io.Discard, r.Body)

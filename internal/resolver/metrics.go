@@ -1,8 +1,17 @@
 package resolver
 
 import (
+	"errors"
+	"net/http"
+	"time"
+
 	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/apimachinery/pkg/types"
+
+	elastiv1alpha1 "elasti.dev/elasti/api/v1alpha1"
+	"elasti.dev/elasti/internal/resolver/handler"
+	"elasti.dev/elasti/internal/resolver/hold"
+	"elasti.dev/elasti/internal/resolver/upstream"
 )
 
 // Rejection reasons, the values of the reason label on
@@ -14,7 +23,7 @@ const (
 	ReasonDraining     = "draining"
 	ReasonBadRequest   = "bad_request"
 	// ReasonReadAheadFull: a held client sent more than the read-ahead
-	// bound (Options.ReadAheadBytes) before its target was ready.
+	// bound (Options.Hold.ReadAheadBytes) before its target was ready.
 	ReasonReadAheadFull = "read_ahead_full"
 )
 
@@ -158,4 +167,99 @@ func (m *Metrics) forget(es types.NamespacedName) {
 
 func (m *Metrics) reject(es types.NamespacedName, reason string) {
 	m.Rejected.WithLabelValues(es.Namespace, es.Name, reason).Inc()
+}
+
+// statusCoder is implemented by activation errors that carry the operator's
+// HTTP status, so results can be told apart without importing the client.
+type statusCoder interface{ HTTPStatus() int }
+
+func activationResult(err error) string {
+	if err == nil {
+		return ActivationOK
+	}
+	var sc statusCoder
+	if errors.As(err, &sc) {
+		switch sc.HTTPStatus() {
+		case http.StatusUnauthorized, http.StatusForbidden:
+			return ActivationUnauthorized
+		case http.StatusNotFound:
+			return ActivationNotFound
+		}
+	}
+	return ActivationError
+}
+
+// recorder is how the parts count into Metrics: it implements the Recorder
+// of the hold, upstream and handler packages, and picks the label values
+// (reasons, results) here, next to their definitions.
+type recorder struct{ m *Metrics }
+
+var (
+	_ hold.Recorder     = recorder{}
+	_ upstream.Recorder = recorder{}
+	_ handler.Recorder  = recorder{}
+)
+
+func (r recorder) Held(es types.NamespacedName) (done func()) {
+	held := r.m.Held.WithLabelValues(es.Namespace, es.Name)
+	held.Inc()
+	return held.Dec
+}
+
+func (r recorder) HoldEnded(es types.NamespacedName, d time.Duration, coldStart bool) {
+	r.m.HoldDuration.WithLabelValues(es.Namespace, es.Name).Observe(d.Seconds())
+	if coldStart {
+		r.m.ColdStart.WithLabelValues(es.Namespace, es.Name).Observe(d.Seconds())
+	}
+}
+
+func (r recorder) TimedOut(es types.NamespacedName) {
+	r.m.TimedOut.WithLabelValues(es.Namespace, es.Name).Inc()
+}
+
+func (r recorder) Refused(es types.NamespacedName, err error) {
+	switch {
+	case errors.Is(err, hold.ErrQueueFull):
+		r.m.reject(es, ReasonQueueFull)
+	case errors.Is(err, hold.ErrReadAheadFull):
+		r.m.reject(es, ReasonReadAheadFull)
+	}
+}
+
+func (r recorder) Fallback(es types.NamespacedName, deadline bool) {
+	reason := FallbackActive
+	if deadline {
+		reason = FallbackDeadline
+	}
+	r.m.Fallback.WithLabelValues(es.Namespace, es.Name, reason).Inc()
+}
+
+func (r recorder) Activation(es types.NamespacedName, err error) string {
+	result := activationResult(err)
+	r.m.Activations.WithLabelValues(es.Namespace, es.Name, result).Inc()
+	return result
+}
+
+func (r recorder) Forwarded(es types.NamespacedName) {
+	r.m.Forwarded.WithLabelValues(es.Namespace, es.Name).Inc()
+}
+
+func (r recorder) ForwardLatency(es types.NamespacedName, d time.Duration) {
+	r.m.ForwardLatency.WithLabelValues(es.Namespace, es.Name).Observe(d.Seconds())
+}
+
+func (r recorder) DialFailed(es types.NamespacedName) { r.m.reject(es, ReasonDialFailed) }
+
+func (r recorder) Draining(es types.NamespacedName) { r.m.reject(es, ReasonDraining) }
+
+func (r recorder) Unmapped(es types.NamespacedName) { r.m.reject(es, ReasonUnmappedPort) }
+
+func (r recorder) BadRequest(es types.NamespacedName) { r.m.reject(es, ReasonBadRequest) }
+
+func (r recorder) Static(es types.NamespacedName, rule string) {
+	r.m.StaticResponses.WithLabelValues(es.Namespace, es.Name, rule).Inc()
+}
+
+func (r recorder) WakingPage(es types.NamespacedName, phase elastiv1alpha1.WakePhase) {
+	r.m.WakingPages.WithLabelValues(es.Namespace, es.Name, string(phase)).Inc()
 }

@@ -12,26 +12,62 @@ import (
 	"k8s.io/utils/clock"
 
 	"elasti.dev/elasti/internal/contract"
+	"elasti.dev/elasti/internal/resolver/hold"
+	"elasti.dev/elasti/internal/resolver/park"
 )
 
-// Options configure a Resolver. Zero values take the defaults below, except
-// Activator (nil: no activation calls), Synced (nil: the cache counts as synced)
-// and Log (nil sink: discard).
+// Options configure a Resolver, one nested struct per part. Zero values
+// take the defaults below, except Activation.Activator (nil: no activation
+// calls), Synced (nil: the cache counts as synced) and Log (nil sink:
+// discard).
 type Options struct {
+	Ports      PortOptions
+	Hold       HoldOptions
+	HTTP       HTTPOptions
+	Upstream   UpstreamOptions
+	Activation ActivationOptions
+	Memory     MemoryOptions
+
+	// Synced reports whether the ElastiService cache has synced (the one
+	// ports.Watch returns); the resolver is not ready before.
+	Synced func() bool
+
+	Clock   clock.Clock
+	Log     logr.Logger
+	Metrics *Metrics
+}
+
+// PortOptions configure the pre-opened ports and the port map.
+type PortOptions struct {
 	// ListenAddress is the IP the resolver ports bind to; empty means all.
 	ListenAddress string
 	// PortRangeStart and PortRangeEnd bound the pre-opened ports, inclusive
 	// (checked by contract.NewPortRange).
 	PortRangeStart int
 	PortRangeEnd   int
-
 	// UnmappedWait is how long a connection on a port without a mapping
 	// waits for one before it is refused.
 	UnmappedWait time.Duration
-	// HoldTimeout and MaxHeld apply where the ElastiService's spec.proxy
-	// does not set them.
-	HoldTimeout time.Duration
-	MaxHeld     int
+	// ClientKeepAlive is the TCP keepalive period of accepted client
+	// connections: the idle time before the first probe and the time
+	// between probes. A held connection sends nothing for as long as a cold
+	// start lasts, and NATs and cloud load balancers drop connections idle
+	// for a few minutes (350s on AWS NLB and NAT gateways, 4m on Azure);
+	// the probes keep them alive. Negative turns keepalives off.
+	ClientKeepAlive time.Duration
+	// ReleasedPortLinger is how long a resolver port keeps serving its
+	// Target after the last ElastiService claiming it let go, by going back
+	// to serve mode, being deleted or dropping the port (see ports.PortMap):
+	// routing takes a moment to follow the proxy slice's removal.
+	ReleasedPortLinger time.Duration
+}
+
+// HoldOptions configure holding.
+type HoldOptions struct {
+	// Timeout and MaxHeld apply where the ElastiService's spec.proxy does
+	// not set them.
+	Timeout time.Duration
+	MaxHeld int
 	// RetryAfter is sent with 503 when a hold queue is full.
 	RetryAfter time.Duration
 	// ReadAheadBytes bounds what the resolver reads ahead from each held
@@ -43,71 +79,61 @@ type Options struct {
 	// ReleaseConcurrency bounds, per ElastiService on this replica, the
 	// requests a hold has released that are on their way to the woken
 	// target and have no response headers yet; the rest of a burst waits
-	// its turn (see releasePacer). ReleaseTurn is the longest one request
+	// its turn (see hold.Pacer). ReleaseTurn is the longest one request
 	// keeps its turn.
 	ReleaseConcurrency int
 	ReleaseTurn        time.Duration
-	// Parking says where a held bodiless HTTP/1.x request waits (park.go).
-	// The zero value, ParkOnArrival, is the resolver's; the others exist
-	// to compare.
-	Parking Parking
+	// Parking says where a held bodiless HTTP/1.x request waits (the park
+	// package). The zero value, park.ParkOnArrival, is the resolver's; the
+	// others exist to compare.
+	Parking park.Parking
+}
 
+// HTTPOptions harden the L7 server. MaxHeaderBytes defaults to net/http's
+// own default, so that what a pod accepts in serve mode also passes in
+// proxy mode; MaxConcurrentStreams bounds HTTP/2 streams per client
+// connection.
+type HTTPOptions struct {
+	ReadHeaderTimeout    time.Duration
+	IdleTimeout          time.Duration
+	MaxHeaderBytes       int
+	MaxConcurrentStreams int
+}
+
+// UpstreamOptions configure the dials to pods.
+type UpstreamOptions struct {
 	// DialTimeout bounds one TCP connect to an endpoint.
 	DialTimeout time.Duration
 	// DialContext connects to a pod; nil means a plain net.Dialer. Tests
 	// inject one to stand in for pod networking.
 	DialContext func(ctx context.Context, network, addr string) (net.Conn, error)
-	// ReadHeaderTimeout, IdleTimeout and MaxHeaderBytes harden the L7
-	// server. MaxHeaderBytes defaults to net/http's own default, so that
-	// what a pod accepts in serve mode also passes in proxy mode.
-	ReadHeaderTimeout time.Duration
-	IdleTimeout       time.Duration
-	MaxHeaderBytes    int
-	// MaxConcurrentStreams bounds HTTP/2 streams per client connection.
-	MaxConcurrentStreams int
-	// ClientKeepAlive is the TCP keepalive period of accepted client
-	// connections: the idle time before the first probe and the time
-	// between probes. A held connection sends nothing for as long as a cold
-	// start lasts, and NATs and cloud load balancers drop connections idle
-	// for a few minutes (350s on AWS NLB and NAT gateways, 4m on Azure);
-	// the probes keep them alive. Negative turns keepalives off.
-	ClientKeepAlive time.Duration
+}
 
-	// Activator wakes targets. ActivationTimeout bounds one call; failed
-	// calls are retried from ActivationBackoff doubling to
-	// ActivationMaxBackoff; a successful call is repeated every
-	// ActivationRefresh while requests are still held.
-	Activator            Activator
-	ActivationTimeout    time.Duration
-	ActivationBackoff    time.Duration
-	ActivationMaxBackoff time.Duration
-	ActivationRefresh    time.Duration
+// ActivationOptions configure the calls that ask the operator to wake a
+// target.
+type ActivationOptions struct {
+	// Activator wakes targets. Timeout bounds one call; failed calls are
+	// retried from Backoff doubling to MaxBackoff; a successful call is
+	// repeated every Refresh while requests are still held.
+	Activator  hold.Activator
+	Timeout    time.Duration
+	Backoff    time.Duration
+	MaxBackoff time.Duration
+	Refresh    time.Duration
 	// TrafficReportInterval throttles the activation calls that report
-	// traffic forwarded at once to a ready target (see trafficReporter):
-	// per ElastiService, at most one starts per interval, and one is in
-	// flight at a time. The first report is never delayed by it.
+	// traffic forwarded at once to a ready target: per ElastiService, at
+	// most one starts per interval, and one is in flight at a time. The
+	// first report is never delayed by it.
 	TrafficReportInterval time.Duration
-	// ReleasedPortLinger is how long a resolver port keeps serving its
-	// Target after the last ElastiService claiming it let go, by going back
-	// to serve mode, being deleted or dropping the port (see PortMap):
-	// routing takes a moment to follow the proxy slice's removal.
-	ReleasedPortLinger time.Duration
+}
 
-	// ReturnMemoryAfter and ReturnMemoryAtPeak: once at least
-	// ReturnMemoryAtPeak requests and connections were held at once on this
-	// replica, and the hold queue has then been empty for
-	// ReturnMemoryAfter, the resolver returns its free heap to the OS
-	// (memoryReturner).
-	ReturnMemoryAfter  time.Duration
-	ReturnMemoryAtPeak int
-
-	// Synced reports whether the ElastiService cache has synced (the one
-	// Watch returns); the resolver is not ready before.
-	Synced func() bool
-
-	Clock   clock.Clock
-	Log     logr.Logger
-	Metrics *Metrics
+// MemoryOptions: once at least ReturnAtPeak requests and connections were
+// held at once on this replica, and the hold queue has then been empty for
+// ReturnAfter, the resolver returns its free heap to the OS
+// (memoryReturner).
+type MemoryOptions struct {
+	ReturnAfter  time.Duration
+	ReturnAtPeak int
 }
 
 // Default option values.
@@ -147,47 +173,45 @@ const (
 )
 
 func (o *Options) setDefaults() {
-	if o.PortRangeStart == 0 && o.PortRangeEnd == 0 {
-		o.PortRangeStart, o.PortRangeEnd = contract.DefaultPortRangeStart, contract.DefaultPortRangeEnd
+	p := &o.Ports
+	if p.PortRangeStart == 0 && p.PortRangeEnd == 0 {
+		p.PortRangeStart, p.PortRangeEnd = contract.DefaultPortRangeStart, contract.DefaultPortRangeEnd
 	}
-	setDuration(&o.UnmappedWait, DefaultUnmappedWait)
-	setDuration(&o.HoldTimeout, DefaultHoldTimeout)
-	if o.MaxHeld <= 0 {
-		o.MaxHeld = DefaultMaxHeld
+	setDuration(&p.UnmappedWait, DefaultUnmappedWait)
+	if p.ClientKeepAlive == 0 {
+		p.ClientKeepAlive = DefaultClientKeepAlive
 	}
-	setDuration(&o.RetryAfter, DefaultRetryAfter)
-	if o.ReadAheadBytes <= 0 {
-		o.ReadAheadBytes = DefaultReadAheadBytes
+	setDuration(&p.ReleasedPortLinger, DefaultReleasedPortLinger)
+
+	h := &o.Hold
+	setDuration(&h.Timeout, DefaultHoldTimeout)
+	setInt(&h.MaxHeld, DefaultMaxHeld)
+	setDuration(&h.RetryAfter, DefaultRetryAfter)
+	setInt(&h.ReadAheadBytes, DefaultReadAheadBytes)
+	setInt(&h.ReleaseConcurrency, DefaultReleaseConcurrency)
+	setDuration(&h.ReleaseTurn, DefaultReleaseTurn)
+
+	s := &o.HTTP
+	setDuration(&s.ReadHeaderTimeout, DefaultReadHeaderTimeout)
+	setDuration(&s.IdleTimeout, DefaultIdleTimeout)
+	setInt(&s.MaxHeaderBytes, DefaultMaxHeaderBytes)
+	setInt(&s.MaxConcurrentStreams, DefaultMaxConcurrentStreams)
+
+	setDuration(&o.Upstream.DialTimeout, DefaultDialTimeout)
+	if o.Upstream.DialContext == nil {
+		o.Upstream.DialContext = (&net.Dialer{}).DialContext
 	}
-	if o.ReleaseConcurrency <= 0 {
-		o.ReleaseConcurrency = DefaultReleaseConcurrency
-	}
-	setDuration(&o.ReleaseTurn, DefaultReleaseTurn)
-	setDuration(&o.DialTimeout, DefaultDialTimeout)
-	setDuration(&o.ReadHeaderTimeout, DefaultReadHeaderTimeout)
-	if o.ClientKeepAlive == 0 {
-		o.ClientKeepAlive = DefaultClientKeepAlive
-	}
-	setDuration(&o.IdleTimeout, DefaultIdleTimeout)
-	if o.MaxHeaderBytes <= 0 {
-		o.MaxHeaderBytes = DefaultMaxHeaderBytes
-	}
-	if o.MaxConcurrentStreams <= 0 {
-		o.MaxConcurrentStreams = DefaultMaxConcurrentStreams
-	}
-	setDuration(&o.ActivationTimeout, DefaultActivationTimeout)
-	setDuration(&o.ActivationBackoff, DefaultActivationBackoff)
-	setDuration(&o.ActivationMaxBackoff, DefaultActivationMaxBackoff)
-	setDuration(&o.ActivationRefresh, DefaultActivationRefresh)
-	setDuration(&o.TrafficReportInterval, DefaultTrafficReportInterval)
-	setDuration(&o.ReleasedPortLinger, DefaultReleasedPortLinger)
-	setDuration(&o.ReturnMemoryAfter, DefaultReturnMemoryAfter)
-	if o.ReturnMemoryAtPeak <= 0 {
-		o.ReturnMemoryAtPeak = DefaultReturnMemoryAtPeak
-	}
-	if o.DialContext == nil {
-		o.DialContext = (&net.Dialer{}).DialContext
-	}
+
+	a := &o.Activation
+	setDuration(&a.Timeout, DefaultActivationTimeout)
+	setDuration(&a.Backoff, DefaultActivationBackoff)
+	setDuration(&a.MaxBackoff, DefaultActivationMaxBackoff)
+	setDuration(&a.Refresh, DefaultActivationRefresh)
+	setDuration(&a.TrafficReportInterval, DefaultTrafficReportInterval)
+
+	setDuration(&o.Memory.ReturnAfter, DefaultReturnMemoryAfter)
+	setInt(&o.Memory.ReturnAtPeak, DefaultReturnMemoryAtPeak)
+
 	if o.Synced == nil {
 		o.Synced = func() bool { return true }
 	}
@@ -205,13 +229,19 @@ func setDuration(d *time.Duration, def time.Duration) {
 	}
 }
 
+func setInt(n *int, def int) {
+	if *n <= 0 {
+		*n = def
+	}
+}
+
 func (o *Options) validate() error {
 	var errs []error
-	if _, err := contract.NewPortRange(o.PortRangeStart, o.PortRangeEnd); err != nil {
+	if _, err := contract.NewPortRange(o.Ports.PortRangeStart, o.Ports.PortRangeEnd); err != nil {
 		errs = append(errs, err)
 	}
-	if o.ActivationBackoff > o.ActivationMaxBackoff {
-		errs = append(errs, fmt.Errorf("activation backoff %s exceeds its maximum %s", o.ActivationBackoff, o.ActivationMaxBackoff))
+	if o.Activation.Backoff > o.Activation.MaxBackoff {
+		errs = append(errs, fmt.Errorf("activation backoff %s exceeds its maximum %s", o.Activation.Backoff, o.Activation.MaxBackoff))
 	}
 	return errors.Join(errs...)
 }

@@ -67,7 +67,7 @@ func (u *gateUpstream) state() (inside, most int, started []string) {
 // requests at a time, and every request of it is answered.
 func TestReleasedBurstIsPaced(t *testing.T) {
 	const burst, limit = 12, 3
-	h := newHarness(t, 1, func(o *Options) { o.ReleaseConcurrency, o.ReleaseTurn = limit, time.Minute })
+	h := newHarness(t, 1, func(o *Options) { o.Hold.ReleaseConcurrency, o.Hold.ReleaseTurn = limit, time.Minute })
 	up := newGateUpstream(t, nil)
 	h.mapPort("web", "websvc", nil, h.proxyPort(0, "http", ""))
 	results := make(chan result, burst)
@@ -90,13 +90,13 @@ func TestReleasedBurstIsPaced(t *testing.T) {
 	if _, most, started := up.state(); most > limit || len(started) != burst {
 		t.Fatalf("target had %d requests in flight at most and saw %d; want at most %d and all %d", most, len(started), limit, burst)
 	}
-	h.eventually("the pace is forgotten", func() bool { return h.r.pacer.size() == 0 })
+	h.eventually("the pace is forgotten", func() bool { return h.r.pacer.Size() == 0 })
 }
 
 // A request whose answer is slow keeps its turn for ReleaseTurn at most: a
 // long poll slows the release down but never stops it.
 func TestSlowAnswerGivesUpItsTurn(t *testing.T) {
-	h := newHarness(t, 1, func(o *Options) { o.ReleaseConcurrency, o.ReleaseTurn = 1, 100*time.Millisecond })
+	h := newHarness(t, 1, func(o *Options) { o.Hold.ReleaseConcurrency, o.Hold.ReleaseTurn = 1, 100*time.Millisecond })
 	up := newGateUpstream(t, func(path string) bool { return path != "/slow" })
 	h.mapPort("web", "websvc", nil, h.proxyPort(0, "http", ""))
 	slow := make(chan result, 1)
@@ -125,7 +125,7 @@ func TestSlowAnswerGivesUpItsTurn(t *testing.T) {
 // A client that gives up while waiting for its turn is never forwarded.
 func TestClientGoneWhileWaitingItsTurnIsNeverForwarded(t *testing.T) {
 	web := types.NamespacedName{Namespace: "ns", Name: "web"}
-	h := newHarness(t, 1, func(o *Options) { o.ReleaseConcurrency, o.ReleaseTurn = 1, time.Minute })
+	h := newHarness(t, 1, func(o *Options) { o.Hold.ReleaseConcurrency, o.Hold.ReleaseTurn = 1, time.Minute })
 	up := newGateUpstream(t, func(path string) bool { return path == "/probe" })
 	h.mapPort("web", "websvc", nil, h.proxyPort(0, "http", ""))
 	first := make(chan result, 1)
@@ -144,7 +144,7 @@ func TestClientGoneWhileWaitingItsTurnIsNeverForwarded(t *testing.T) {
 	h.eventually("the second request is held", func() bool { return h.held("web") == 1 })
 	h.ready("websvc", "websvc-abc", "http", up.addr())
 	h.eventually("the second request leaves the hold", func() bool { return h.held("web") == 0 })
-	h.eventually("the second request waits for its turn", func() bool { return h.r.pacer.users(web) == 2 })
+	h.eventually("the second request waits for its turn", func() bool { return h.r.pacer.Users(web) == 2 })
 	cancel()
 	if r := <-gone; r.err == nil {
 		t.Fatalf("the cancelled request got an answer: %+v", r)
@@ -152,7 +152,7 @@ func TestClientGoneWhileWaitingItsTurnIsNeverForwarded(t *testing.T) {
 	// The resolver learns of the departure from the connection's close,
 	// a moment after the client has given up; a turn that frees in that
 	// moment could still go to the request. The test frees it after.
-	h.eventually("the resolver sees the second client leave", func() bool { return h.r.pacer.users(web) == 1 })
+	h.eventually("the resolver sees the second client leave", func() bool { return h.r.pacer.Users(web) == 1 })
 	up.gate <- struct{}{}
 	if r := <-first; r.err != nil || r.status != http.StatusOK {
 		t.Fatalf("first request: status %d err %v", r.status, r.err)
@@ -161,7 +161,7 @@ func TestClientGoneWhileWaitingItsTurnIsNeverForwarded(t *testing.T) {
 	if _, _, started := up.state(); len(started) != 2 || started[0] != "/first" || started[1] != "/probe" {
 		t.Fatalf("target saw %v; want /first and /probe: the departed request must never be forwarded", started)
 	}
-	h.eventually("the pace is forgotten", func() bool { return h.r.pacer.size() == 0 })
+	h.eventually("the pace is forgotten", func() bool { return h.r.pacer.Size() == 0 })
 }
 
 // postCtx sends a POST with body on c under ctx.

@@ -13,6 +13,7 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 
 	elastiv1alpha1 "elasti.dev/elasti/api/v1alpha1"
+	"elasti.dev/elasti/internal/resolver/resolvertest"
 )
 
 // getStepping makes a request on a fresh connection while moving clk on by
@@ -26,7 +27,7 @@ func (h *harness) getStepping(clk *clocktesting.FakeClock, url string) result {
 		case r := <-done:
 			return r
 		case <-time.After(5 * time.Millisecond):
-			clk.Step(h.r.opts.UnmappedWait)
+			clk.Step(h.r.opts.Ports.UnmappedWait)
 		}
 	}
 }
@@ -39,12 +40,12 @@ func TestPortServedOnlyInProxyMode(t *testing.T) {
 	clk := clocktesting.NewFakeClock(time.Now())
 	h := newHarness(t, 1, func(o *Options) {
 		o.Clock = clk
-		o.ReleasedPortLinger = 30 * time.Second
+		o.Ports.ReleasedPortLinger = 30 * time.Second
 	})
 	up := echoUpstream(t)
 	h.ready("websvc", "websvc-abc", "http", upstreamAddr(up))
 	inModeWeb := func(mode elastiv1alpha1.Mode) *elastiv1alpha1.ElastiService {
-		return inMode(elastiService("ns", "web", "websvc", nil, h.proxyPort(0, "http", "")), mode)
+		return resolvertest.InMode(resolvertest.ElastiService("ns", "web", "websvc", nil, h.proxyPort(0, "http", "")), mode)
 	}
 	url := "http://" + h.addr(0) + "/"
 	unmapped := func(when string, r result) {

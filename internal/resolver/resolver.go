@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log"
 	"net"
 	"net/http"
 	"sync"
@@ -13,156 +12,178 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/types"
+
+	"elasti.dev/elasti/internal/resolver/endpoints"
+	"elasti.dev/elasti/internal/resolver/handler"
+	"elasti.dev/elasti/internal/resolver/hold"
+	"elasti.dev/elasti/internal/resolver/park"
+	"elasti.dev/elasti/internal/resolver/ports"
+	"elasti.dev/elasti/internal/resolver/route"
+	"elasti.dev/elasti/internal/resolver/upstream"
 )
 
-// Resolver is one resolver replica's data plane: the pre-opened ports, the
-// L7 server and L4 splicer behind them, and the hold, activation and
-// forwarding logic they share.
+// Resolver is one resolver replica's data plane: it builds the parts (the
+// port map and endpoints it is handed, the hold, the parking, the
+// forwarding and the handler chain), dispatches each accepted connection
+// to them by its port, and owns their lifecycle: Start, Ready, Drain.
 type Resolver struct {
-	opts      Options
-	ports     *PortMap
-	endpoints *Endpoints
-	holds     *HoldQueue
-	memory    *memoryReturner
-	waker     *waker
-	traffic   *trafficReporter
-	fallbacks fallbackEpochs
-	// pageStarts times the waking pages of a wake the operator has not
-	// reported a start time for (wakingpage.go).
-	pageStarts pageStarts
-	dialer     *dialer
-	metrics    *Metrics
+	opts    Options
+	metrics *Metrics
+	ports   *ports.PortMap
+	hold    *hold.Hold
+	pacer   *hold.Pacer
+	parker  *park.Parker
+	proxy   *upstream.Proxy
+	tcp     *upstream.TCP
+	memory  *memoryReturner
 
-	listeners *listenerSet
-	httpConns *connListener
+	listeners *ports.Listeners
+	httpConns *park.ConnListener
 	server    *http.Server
-	upstreams upstreams
-	pacer     *releasePacer
-	// errorLog takes net/http's own error logs, for the server and proxy.
-	errorLog *log.Logger
 
-	// parked counts the requests held without their handler until the
-	// server has them back (park.go); conns counts accepted connections
-	// still being dispatched or spliced. The drain waits for both.
-	parked inFlight
-	conns  inFlight
-	// parkedOnArrival counts the requests parked before the server read
-	// them (parkOnArrival); for tests.
-	parkedOnArrival atomic.Int64
+	// state is where the Resolver is between New and its end.
+	state lifecycle
+}
 
+// lifecycle is where a Resolver is between New and its end: started,
+// draining, the contexts that end work, and the work the drain waits for.
+type lifecycle struct {
 	started  atomic.Bool
 	draining atomic.Bool
 	// stopCtx ends held work when the drain timeout passes.
 	stopCtx context.Context
 	stop    context.CancelFunc
-	// portsClosed ends the reading of request heads (parkOnArrival) once
-	// the ports are closed: what is left goes to the server, whose
-	// Shutdown knows what to do with a connection that sent nothing yet.
+	// portsClosed ends the reading of request heads on arrival once the
+	// ports are closed: what is left goes to the server, whose Shutdown
+	// knows what to do with a connection that sent nothing yet.
 	portsClosed   context.Context
 	closeArrivals context.CancelFunc
+	// parked counts the requests held without their handler until the
+	// server has them back (the park package); conns counts accepted
+	// connections still being dispatched or spliced. The drain waits for
+	// both.
+	parked inFlight
+	conns  inFlight
 }
 
-// New builds a Resolver that maps ports through ports and forwards to
-// endpoints. Nothing listens until Start.
-func New(ports *PortMap, endpoints *Endpoints, opts Options) (*Resolver, error) {
+// New builds a Resolver that maps ports through pm and forwards to eps.
+// Nothing listens until Start.
+func New(pm *ports.PortMap, eps *endpoints.Endpoints, opts Options) (*Resolver, error) {
 	opts.setDefaults()
 	if err := opts.validate(); err != nil {
 		return nil, fmt.Errorf("resolver options: %w", err)
 	}
-	ports.SetLinger(opts.ReleasedPortLinger, opts.Clock)
-	r := &Resolver{
-		opts:      opts,
-		ports:     ports,
-		endpoints: endpoints,
-		holds:     NewHoldQueue(),
-		metrics:   opts.Metrics,
-		httpConns: newConnListener(),
-	}
-	ports.setForget(func(es types.NamespacedName) {
+	pm.SetLinger(opts.Ports.ReleasedPortLinger, opts.Clock)
+	r := &Resolver{opts: opts, metrics: opts.Metrics, ports: pm, httpConns: park.NewConnListener()}
+	rec := recorder{opts.Metrics}
+	pages := &handler.PageStarts{}
+	pm.SetForget(func(es types.NamespacedName) {
 		opts.Metrics.forget(es)
-		r.pageStarts.forget(es)
+		pages.Forget(es)
 	})
-	r.stopCtx, r.stop = context.WithCancel(context.Background())
-	r.portsClosed, r.closeArrivals = context.WithCancel(context.Background())
+	r.state.stopCtx, r.state.stop = context.WithCancel(context.Background())
+	r.state.portsClosed, r.state.closeArrivals = context.WithCancel(context.Background())
 	free := func() {
 		// The pod connections a burst's release opened are idle by now,
 		// and would keep their buffers and goroutines for the Transport's
 		// IdleConnTimeout: the woken target's clients reach it directly.
-		r.upstreams.closeIdle()
+		r.proxy.CloseIdle()
 		returnFreeMemory()
 	}
-	r.memory = newMemoryReturner(opts.Clock, opts.ReturnMemoryAfter, opts.ReturnMemoryAtPeak,
-		func() bool { return r.holds.Total() == 0 }, free, opts.Metrics.MemoryReturns.Inc)
-	r.holds.drained = r.memory.drained
-	r.dialer = &dialer{
-		endpoints:      endpoints,
-		clock:          opts.Clock,
-		dialFunc:       opts.DialContext,
-		attemptTimeout: opts.DialTimeout,
-		retryMin:       25 * time.Millisecond,
-		retryMax:       time.Second,
-	}
-	r.waker = &waker{
-		activator:      opts.Activator,
-		clock:          opts.Clock,
-		log:            opts.Log.WithName("activation"),
-		metrics:        opts.Metrics,
-		needed:         r.wakeNeeded,
-		changed:        func(t Target) <-chan struct{} { return endpoints.Changed(t.Service) },
-		readyEpoch:     func(t Target) uint64 { return endpoints.ReadyEpoch(t.Service) },
-		callTimeout:    opts.ActivationTimeout,
-		initialBackoff: opts.ActivationBackoff,
-		maxBackoff:     opts.ActivationMaxBackoff,
-		refresh:        opts.ActivationRefresh,
-		running:        map[types.NamespacedName]bool{},
-	}
-	r.traffic = &trafficReporter{
-		activator:   opts.Activator,
-		clock:       opts.Clock,
-		log:         opts.Log.WithName("activation"),
-		metrics:     opts.Metrics,
-		interval:    opts.TrafficReportInterval,
-		callTimeout: opts.ActivationTimeout,
-	}
-	r.upstreams = newUpstreams(r.dialer.dialContext)
-	r.pacer = newReleasePacer(opts.ReleaseConcurrency, opts.ReleaseTurn)
-	r.errorLog = log.New(logWriter{opts.Log}, "", 0)
-	r.server = r.newServer()
+	r.memory = newMemoryReturner(opts.Clock, opts.Memory.ReturnAfter, opts.Memory.ReturnAtPeak,
+		func() bool { return r.hold.Queue().Total() == 0 }, free, opts.Metrics.MemoryReturns.Inc)
+	a := opts.Activation
+	r.hold = hold.New(r.state.stopCtx, hold.Config{
+		Endpoints:      eps,
+		Operator:       pm,
+		Recorder:       rec,
+		Clock:          opts.Clock,
+		Log:            opts.Log,
+		Timeout:        opts.Hold.Timeout,
+		MaxHeld:        opts.Hold.MaxHeld,
+		Activator:      a.Activator,
+		CallTimeout:    a.Timeout,
+		Backoff:        a.Backoff,
+		MaxBackoff:     a.MaxBackoff,
+		Refresh:        a.Refresh,
+		ReportInterval: a.TrafficReportInterval,
+		Drained:        r.memory.drained,
+	})
+	r.pacer = hold.NewPacer(opts.Hold.ReleaseConcurrency, opts.Hold.ReleaseTurn)
+	dialer := upstream.NewDialer(eps, opts.Clock, opts.Upstream.DialContext, opts.Upstream.DialTimeout)
+	errorLog := handler.ErrorLog(opts.Log)
+	r.proxy = upstream.NewProxy(dialer, eps, r.pacer, rec, opts.Log, errorLog)
+	r.tcp = upstream.NewTCP(r.state.stopCtx, r.hold, dialer, rec, opts.Log, opts.Hold.ReadAheadBytes)
+	r.parker = park.New(park.Config{
+		Hold:              r.hold,
+		Pacer:             r.pacer,
+		Server:            r.httpConns,
+		Parking:           opts.Hold.Parking,
+		Answered:          handler.Answered,
+		Track:             r.state.parked.add,
+		PortsClosed:       r.state.portsClosed,
+		ReadHeaderTimeout: opts.HTTP.ReadHeaderTimeout,
+		MaxHeaderBytes:    opts.HTTP.MaxHeaderBytes,
+		Log:               opts.Log,
+	})
+	chain := handler.Chain(handler.Config{
+		Hold:              r.hold,
+		Parker:            r.parker,
+		Proxy:             r.proxy,
+		Endpoints:         eps,
+		Progress:          pm,
+		Pages:             pages,
+		Recorder:          rec,
+		Clock:             opts.Clock,
+		Log:               opts.Log,
+		RetryAfter:        opts.Hold.RetryAfter,
+		ReadAheadBytes:    opts.Hold.ReadAheadBytes,
+		ReadHeaderTimeout: opts.HTTP.ReadHeaderTimeout,
+	})
+	r.server = handler.NewServer(chain, handler.ServerOptions{
+		ReadHeaderTimeout:    opts.HTTP.ReadHeaderTimeout,
+		IdleTimeout:          opts.HTTP.IdleTimeout,
+		MaxHeaderBytes:       opts.HTTP.MaxHeaderBytes,
+		MaxConcurrentStreams: opts.HTTP.MaxConcurrentStreams,
+		ErrorLog:             errorLog,
+	})
 	return r, nil
 }
 
 // Start opens every port of the range and starts serving. It fails if any
 // port cannot be opened.
 func (r *Resolver) Start() error {
-	ls, err := openListeners(r.opts.ListenAddress, r.opts.PortRangeStart, r.opts.PortRangeEnd, r.opts.ClientKeepAlive)
+	p := r.opts.Ports
+	ls, err := ports.Open(p.ListenAddress, p.PortRangeStart, p.PortRangeEnd, p.ClientKeepAlive)
 	if err != nil {
 		return err
 	}
 	r.listeners = ls
-	r.metrics.Listeners.Set(float64(len(ls.listeners)))
+	r.metrics.Listeners.Set(float64(ls.Count()))
 	go func() {
 		if err := r.server.Serve(r.httpConns); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			r.opts.Log.Error(err, "L7 server stopped")
 		}
 	}()
-	ls.serve(r.opts.Log, r.conns.add, r.handleConn)
-	r.started.Store(true)
-	r.opts.Log.Info("resolver ports open", "address", r.opts.ListenAddress, "from", r.opts.PortRangeStart, "to", r.opts.PortRangeEnd)
+	ls.Serve(r.opts.Log, r.state.conns.add, r.handleConn)
+	r.state.started.Store(true)
+	r.opts.Log.Info("resolver ports open", "address", p.ListenAddress, "from", p.PortRangeStart, "to", p.PortRangeEnd)
 	return nil
 }
 
 // Ready says why the resolver must not get traffic yet, or nil: every port
 // is open, the ElastiService cache has synced, and it is not draining. The
 // EndpointSlices of each Service are waited for by that Service's requests
-// alone (Endpoints), so one slow watch never makes the whole replica unready.
+// alone (endpoints.Endpoints), so one slow watch never makes the whole
+// replica unready.
 func (r *Resolver) Ready() error {
 	switch {
-	case !r.started.Load():
+	case !r.state.started.Load():
 		return errors.New("ports not open yet")
-	case r.draining.Load():
+	case r.state.draining.Load():
 		return errors.New("draining")
-	case r.listeners.openCount() != len(r.listeners.listeners):
-		return fmt.Errorf("%d of %d ports listening", r.listeners.openCount(), len(r.listeners.listeners))
+	case r.listeners.OpenCount() != r.listeners.Count():
+		return fmt.Errorf("%d of %d ports listening", r.listeners.OpenCount(), r.listeners.Count())
 	case !r.opts.Synced():
 		return errors.New("ElastiService cache not synced")
 	}
@@ -180,29 +201,29 @@ func (r *Resolver) Drain(ctx context.Context, period time.Duration) {
 }
 
 func (r *Resolver) drain(ctx context.Context, periodOver <-chan time.Time) {
-	r.draining.Store(true)
+	r.state.draining.Store(true)
 	select {
 	case <-periodOver:
 	case <-ctx.Done():
 	}
 	r.opts.Log.Info("draining: ports closed, waiting for in-flight work")
 	if r.listeners != nil {
-		r.listeners.close()
+		r.listeners.Close()
 	}
-	r.closeArrivals()
+	r.state.closeArrivals()
 	// Parked requests come back through the server when their hold ends,
 	// so it must still serve until they have.
 	select {
-	case <-r.parked.none():
+	case <-r.state.parked.none():
 	case <-ctx.Done():
 	}
 	if err := r.server.Shutdown(ctx); err != nil {
 		r.opts.Log.Info("drain timeout passed with requests in flight; cutting them", "err", err.Error())
 	}
-	r.stop()
+	r.state.stop()
 	r.memory.stop()
 	select {
-	case <-r.conns.none():
+	case <-r.state.conns.none():
 	case <-ctx.Done():
 	}
 	_ = r.server.Close()
@@ -211,20 +232,20 @@ func (r *Resolver) drain(ctx context.Context, periodOver <-chan time.Time) {
 
 // Close stops everything at once; for tests.
 func (r *Resolver) Close() {
-	r.draining.Store(true)
+	r.state.draining.Store(true)
 	if r.listeners != nil {
-		r.listeners.close()
+		r.listeners.Close()
 	}
-	r.closeArrivals()
-	r.stop()
+	r.state.closeArrivals()
+	r.state.stop()
 	r.memory.stop()
 	_ = r.server.Close()
-	<-r.conns.none()
-	<-r.parked.none()
+	<-r.state.conns.none()
+	<-r.state.parked.none()
 }
 
 // Ports are the bound resolver ports.
-func (r *Resolver) Ports() []int32 { return r.listeners.ports() }
+func (r *Resolver) Ports() []int32 { return r.listeners.Ports() }
 
 // inFlight counts work in progress and tells when none is left.
 type inFlight struct {
@@ -268,24 +289,26 @@ func (f *inFlight) none() <-chan struct{} {
 }
 
 // handleConn dispatches one accepted connection by its port's mapping: L7
-// to the HTTP server, L4 to the splicer, unmapped to a refusal.
+// to the HTTP server (or, while its target cannot serve, to parking on
+// arrival), L4 to the splicer, unmapped to a refusal.
 func (r *Resolver) handleConn(c net.Conn, port int32) {
-	t, ok := r.ports.Lookup(r.stopCtx, port, r.opts.UnmappedWait, r.opts.Clock.After)
+	t, ok := r.ports.Lookup(r.state.stopCtx, port, r.opts.Ports.UnmappedWait, r.opts.Clock.After)
 	if !ok {
 		r.refuseUnmapped(c, port)
 		return
 	}
-	if t.Layer() == LayerHTTP {
-		if r.opts.Parking == ParkOnArrival && !r.servableNow(t) {
-			r.parkOnArrival(c, t, port)
+	if t.Layer() == route.LayerHTTP {
+		rt := route.Route{Target: t, Port: port, Mapped: true}
+		if r.parker.Arrives(t) {
+			r.parker.OnArrival(c, rt)
 			return
 		}
 		// The HTTP server owns the connection from here; it is tracked by
 		// the server's own Shutdown.
-		r.httpConns.push(&mappedConn{Conn: c, target: t, port: port, mapped: true})
+		r.httpConns.Push(&park.Conn{Conn: c, Route: rt})
 		return
 	}
-	r.serveTCP(c, t)
+	r.tcp.Serve(c, t)
 }
 
 // httpPrefixes are how HTTP/1.x requests and the HTTP/2 preface start.
@@ -303,7 +326,7 @@ func (r *Resolver) refuseUnmapped(c net.Conn, port int32) {
 	_ = c.SetReadDeadline(time.Time{})
 	for _, p := range httpPrefixes {
 		if string(head) == p {
-			r.httpConns.push(&mappedConn{Conn: c, port: port, r: br})
+			r.httpConns.Push(&park.Conn{Conn: c, Route: route.Route{Port: port}, Replay: br})
 			return
 		}
 	}

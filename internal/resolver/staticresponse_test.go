@@ -5,9 +5,7 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"net/http/httptest"
 	"net/http/httptrace"
-	"net/url"
 	"strings"
 	"testing"
 	"time"
@@ -19,6 +17,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	elastiv1alpha1 "elasti.dev/elasti/api/v1alpha1"
+	"elasti.dev/elasti/internal/resolver/handler"
 )
 
 // kubeletRule answers kubelet-style probes of /healthz.
@@ -98,7 +97,7 @@ func (h *harness) assertNotTraffic(es string) {
 	if n := h.act.count(key.String()); n != 0 {
 		h.t.Errorf("%d activation calls for %s, want none", n, es)
 	}
-	if _, reported := h.r.traffic.recent.Load(key); reported {
+	if reported := h.r.hold.Reported(key); reported {
 		h.t.Errorf("a traffic report was started for %s", es)
 	}
 	if n := h.held(es); n != 0 {
@@ -136,7 +135,7 @@ func TestStaticResponseAtZeroNeitherWakesNorCounts(t *testing.T) {
 	for i := range 5 {
 		r, reused := do(c, newRequest(t, http.MethodGet, url, nil, probe))
 		got := map[string]string{
-			"status": http.StatusText(r.status), "body": r.body, "rule": r.header.Get(HeaderStaticResponse),
+			"status": http.StatusText(r.status), "body": r.body, "rule": r.header.Get(handler.HeaderStaticResponse),
 			"cache": r.header.Get("Cache-Control"), "type": r.header.Get("Content-Type"), "close": r.header.Get("X-Test-Close"),
 		}
 		want := map[string]string{"status": "OK", "body": "ok", "rule": "kubelet", "cache": "no-store", "type": "text/plain; charset=utf-8", "close": ""}
@@ -150,7 +149,7 @@ func TestStaticResponseAtZeroNeitherWakesNorCounts(t *testing.T) {
 			t.Errorf("probe %d did not reuse the kept-alive connection", i)
 		}
 	}
-	if r, _ := do(c, newRequest(t, http.MethodHead, url, nil, probe)); r.err != nil || r.status != http.StatusOK || r.body != "" || r.header.Get(HeaderStaticResponse) != "kubelet" {
+	if r, _ := do(c, newRequest(t, http.MethodHead, url, nil, probe)); r.err != nil || r.status != http.StatusOK || r.body != "" || r.header.Get(handler.HeaderStaticResponse) != "kubelet" {
 		t.Fatalf("HEAD probe: %+v", r)
 	}
 	h.assertNotTraffic("web")
@@ -171,7 +170,7 @@ func TestStaticResponseAtZeroNeitherWakesNorCounts(t *testing.T) {
 	h.eventually("the browser's request is held", func() bool { return h.held("web") == 1 })
 	h.ready("websvc", "websvc-abc", "http", up.addr())
 	r := <-done
-	if r.err != nil || r.status != http.StatusOK || r.header.Get(HeaderStaticResponse) != "" {
+	if r.err != nil || r.status != http.StatusOK || r.header.Get(handler.HeaderStaticResponse) != "" {
 		t.Fatalf("held request: %+v; want the pod's answer", r)
 	}
 	if diff := cmp.Diff([]seenRequest{{method: "GET", uri: "/healthz", proto: "HTTP/1.1"}}, up.requests(), cmp.AllowUnexported(seenRequest{})); diff != "" {
@@ -198,9 +197,9 @@ func TestStaticResponseAtZeroOrAlways(t *testing.T) {
 	answered := func(when, path, rule string, status int, body string) result {
 		t.Helper()
 		r, _ := do(c, newRequest(t, http.MethodGet, base+path, nil, nil))
-		if r.err != nil || r.status != status || r.body != body || r.header.Get(HeaderStaticResponse) != rule {
+		if r.err != nil || r.status != status || r.body != body || r.header.Get(handler.HeaderStaticResponse) != rule {
 			t.Fatalf("%s, GET %s: status %d body %q rule %q err %v; want %d %q from rule %q",
-				when, path, r.status, r.body, r.header.Get(HeaderStaticResponse), r.err, status, body, rule)
+				when, path, r.status, r.body, r.header.Get(handler.HeaderStaticResponse), r.err, status, body, rule)
 		}
 		return r
 	}
@@ -268,7 +267,7 @@ func TestStaticResponseHeaderMatching(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			resp, body := rawExchange(t, h.addr(0), "GET /status HTTP/1.1\r\nHost: websvc\r\n"+tc.headers+"\r\n")
-			got := resp.Header.Get(HeaderStaticResponse)
+			got := resp.Header.Get(handler.HeaderStaticResponse)
 			if got != tc.want || resp.StatusCode != http.StatusOK {
 				t.Fatalf("status %d, answered by rule %q (body %q); want rule %q", resp.StatusCode, got, body, tc.want)
 			}
@@ -286,7 +285,7 @@ func TestStaticResponseHeaderMatching(t *testing.T) {
 func TestStaticResponsePOSTWithBody(t *testing.T) {
 	h := newHarness(t, 1, func(o *Options) {
 		o.Clock = clocktesting.NewFakeClock(time.Now())
-		o.ReadAheadBytes = 4096
+		o.Hold.ReadAheadBytes = 4096
 	})
 	rule := elastiv1alpha1.StaticResponse{
 		Name: "hook",
@@ -340,7 +339,7 @@ func TestStaticResponseMalformedBody(t *testing.T) {
 		"POST /hook HTTP/1.1\r\nHost: websvc\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhelloXX\r\n0\r\n\r\n",
 	} {
 		resp, body := rawExchange(t, h.addr(0), raw)
-		if resp.StatusCode != http.StatusBadRequest || resp.Header.Get(HeaderStaticResponse) != "" || !resp.Close {
+		if resp.StatusCode != http.StatusBadRequest || resp.Header.Get(handler.HeaderStaticResponse) != "" || !resp.Close {
 			t.Errorf("%q: status %d body %q header %v; want a closing 400", raw, resp.StatusCode, body, resp.Header)
 		}
 	}
@@ -359,7 +358,7 @@ func TestStaticResponseMalformedBody(t *testing.T) {
 		t.Fatal(err)
 	}
 	_ = resp.Body.Close()
-	if resp.StatusCode != http.StatusBadRequest || resp.Header.Get(HeaderStaticResponse) != "" {
+	if resp.StatusCode != http.StatusBadRequest || resp.Header.Get(handler.HeaderStaticResponse) != "" {
 		t.Errorf("a body cut short: status %d, header %v; want 400", resp.StatusCode, resp.Header)
 	}
 	if v := testutil.ToFloat64(h.r.metrics.Rejected.WithLabelValues("ns", "web", ReasonBadRequest)); v != 3 {
@@ -378,7 +377,7 @@ func TestStaticResponseOverH2C(t *testing.T) {
 	c := h2cClient()
 	for i := range 3 {
 		r, reused := do(c, newRequest(t, http.MethodGet, "http://"+h.addr(0)+"/healthz", nil, map[string]string{"User-Agent": "kube-probe/1.37"}))
-		if r.err != nil || r.status != http.StatusOK || r.body != "ok" || r.header.Get(HeaderStaticResponse) != "kubelet" {
+		if r.err != nil || r.status != http.StatusOK || r.body != "ok" || r.header.Get(handler.HeaderStaticResponse) != "kubelet" {
 			t.Fatalf("h2c probe %d: %+v", i, r)
 		}
 		if i > 0 && !reused {
@@ -386,52 +385,4 @@ func TestStaticResponseOverH2C(t *testing.T) {
 		}
 	}
 	h.assertNotTraffic("web")
-}
-
-// TestMatchStatic covers the conditions one by one, in order and by state.
-func TestMatchStatic(t *testing.T) {
-	rule := func(name string, when elastiv1alpha1.StaticResponseWhen, m elastiv1alpha1.StaticResponseMatch) elastiv1alpha1.StaticResponse {
-		return elastiv1alpha1.StaticResponse{Name: name, Match: m, When: when}
-	}
-	rules := []elastiv1alpha1.StaticResponse{
-		rule("head", "", elastiv1alpha1.StaticResponseMatch{Methods: []elastiv1alpha1.HTTPMethod{"HEAD"}}),
-		rule("ready-exact", elastiv1alpha1.StaticResponseAtZero, elastiv1alpha1.StaticResponseMatch{Path: &elastiv1alpha1.PathMatch{Exact: ptr.To("/ready")}}),
-		rule("ready-always", elastiv1alpha1.StaticResponseAlways, elastiv1alpha1.StaticResponseMatch{Path: &elastiv1alpha1.PathMatch{Prefix: ptr.To("/ready")}}),
-		rule("query", elastiv1alpha1.StaticResponseAlways, elastiv1alpha1.StaticResponseMatch{
-			Query: []elastiv1alpha1.QueryMatch{{Name: "probe"}, {Name: "kind", Exact: ptr.To("live ness")}},
-		}),
-	}
-	for _, tc := range []struct {
-		name, method, target string
-		ready                bool
-		want                 string
-	}{
-		{"method", "HEAD", "/anything", false, "head"},
-		{"a rule with no when applies at zero only", "HEAD", "/anything", true, ""},
-		{"exact path at zero", "GET", "/ready", false, "ready-exact"},
-		{"an AtZero rule stands aside once ready", "GET", "/ready", true, "ready-always"},
-		{"prefix", "GET", "/readyz", false, "ready-always"},
-		{"exact is not a prefix", "GET", "/ready/", false, "ready-always"},
-		{"decoded path", "GET", "/re%61dy", false, "ready-exact"},
-		{"no rule", "GET", "/", false, ""},
-		{"query present and decoded value", "GET", "/?probe&kind=live+ness", true, "query"},
-		{"query value among several", "GET", "/?kind=a&probe=&kind=live%20ness", true, "query"},
-		{"query value differs", "GET", "/?probe=1&kind=live", true, ""},
-		{"query parameter missing", "GET", "/?kind=live+ness", true, ""},
-		{"query that does not parse is read as far as it goes", "GET", "/?x=%zz&probe&kind=live+ness", true, "query"},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			req := httptest.NewRequest(tc.method, tc.target, nil)
-			got := ""
-			if r := matchStatic(rules, req, tc.ready); r != nil {
-				got = r.Name
-			}
-			if got != tc.want {
-				t.Errorf("%s %s (ready %v): rule %q, want %q", tc.method, tc.target, tc.ready, got, tc.want)
-			}
-		})
-	}
-	if _, err := url.ParseQuery("x=%zz"); err == nil {
-		t.Fatal("the fixture's bad query parses")
-	}
 }

@@ -58,7 +58,7 @@ func httpOK(c *http.Client, url string) error {
 // operator heard nothing of this traffic and went on scaling to zero.
 func TestTrafficToAReadyTargetIsReported(t *testing.T) {
 	const n = 20
-	h := newHarness(t, 3, func(o *Options) { o.TrafficReportInterval = time.Hour })
+	h := newHarness(t, 3, func(o *Options) { o.Activation.TrafficReportInterval = time.Hour })
 
 	web := echoUpstream(t)
 	h.mapPort("web", "websvc", nil, h.proxyPort(0, "http", ""))
@@ -138,7 +138,7 @@ func TestTrafficToAReadyTargetIsReported(t *testing.T) {
 // call is in flight no second call starts for the same ElastiService, even
 // with the interval long over.
 func TestTrafficReportNeverDelaysTheRequest(t *testing.T) {
-	h := newHarness(t, 1, func(o *Options) { o.TrafficReportInterval = time.Nanosecond })
+	h := newHarness(t, 1, func(o *Options) { o.Activation.TrafficReportInterval = time.Nanosecond })
 	release := make(chan struct{})
 	var releaseOnce sync.Once
 	unblock := func() { releaseOnce.Do(func() { close(release) }) }
@@ -168,7 +168,7 @@ func TestTrafficReportNeverDelaysTheRequest(t *testing.T) {
 	unblock()
 	key := types.NamespacedName{Namespace: "ns", Name: "web"}
 	h.eventually("the report is over", func() bool {
-		_, recent := h.r.traffic.recent.Load(key)
+		recent := h.r.hold.Reported(key)
 		return !recent
 	})
 	if err := httpOK(h.client(), url); err != nil {
@@ -187,7 +187,7 @@ func TestTrafficReportThrottle(t *testing.T) {
 	fake := clocktesting.NewFakeClock(time.Now())
 	h := newHarness(t, 1, func(o *Options) {
 		o.Clock = fake
-		o.TrafficReportInterval = time.Second
+		o.Activation.TrafficReportInterval = time.Second
 	})
 	up := echoUpstream(t)
 	h.mapPort("web", "websvc", nil, h.proxyPort(0, "http", ""))
@@ -215,7 +215,7 @@ func TestTrafficReportThrottle(t *testing.T) {
 
 	fake.Step(time.Millisecond)
 	h.eventually("the interval is over", func() bool {
-		_, recent := h.r.traffic.recent.Load(key)
+		recent := h.r.hold.Reported(key)
 		return !recent
 	})
 	if err := httpOK(c, url); err != nil {
@@ -225,19 +225,4 @@ func TestTrafficReportThrottle(t *testing.T) {
 	if got := h.act.count("ns/web"); got != 2 {
 		t.Fatalf("%d activation calls after the interval, want 2", got)
 	}
-}
-
-// BenchmarkTrafficSeen is the cost the report adds to every request
-// forwarded at once: one map lookup while a report is recent.
-func BenchmarkTrafficSeen(b *testing.B) {
-	tr := &trafficReporter{activator: newFakeActivator(), interval: time.Hour}
-	t := Target{ElastiService: types.NamespacedName{Namespace: "default", Name: "httpbin"}}
-	tr.recent.Store(t.ElastiService, struct{}{})
-	ctx := context.Background()
-	b.ReportAllocs()
-	b.RunParallel(func(pb *testing.PB) {
-		for pb.Next() {
-			tr.seen(ctx, t)
-		}
-	})
 }

@@ -16,6 +16,10 @@ import (
 	"k8s.io/utils/ptr"
 
 	elastiv1alpha1 "elasti.dev/elasti/api/v1alpha1"
+	"elasti.dev/elasti/internal/resolver/handler"
+	"elasti.dev/elasti/internal/resolver/ports"
+	"elasti.dev/elasti/internal/resolver/resolvertest"
+	"elasti.dev/elasti/internal/resolver/upstream"
 )
 
 // pageProxy is a spec.proxy with a waking page.
@@ -36,7 +40,7 @@ func withProgress(es *elastiv1alpha1.ElastiService, phase elastiv1alpha1.WakePha
 // pageHeaders picks the headers a waking page is made of.
 func pageHeaders(r result) map[string]string {
 	out := map[string]string{"status": http.StatusText(r.status)}
-	for _, k := range []string{"Content-Type", "Cache-Control", "Retry-After", "Refresh", HeaderWakingPage, HeaderColdStart} {
+	for _, k := range []string{"Content-Type", "Cache-Control", "Retry-After", "Refresh", handler.HeaderWakingPage, upstream.HeaderColdStart} {
 		out[k] = r.header.Get(k)
 	}
 	return out
@@ -46,7 +50,7 @@ func (h *harness) pageCount(es string, phase elastiv1alpha1.WakePhase) float64 {
 	return testutil.ToFloat64(h.r.metrics.WakingPages.WithLabelValues("ns", es, string(phase)))
 }
 
-var browser = map[string]string{"Accept": browserAccept}
+var browser = map[string]string{"Accept": resolvertest.BrowserAccept}
 
 // TestWakingPageAtZero: a browser's page load at zero gets the page at once,
 // with the phase the operator reported, and wakes the target without being
@@ -56,7 +60,7 @@ func TestWakingPageAtZero(t *testing.T) {
 	clk := clocktesting.NewFakeClock(time.Date(2026, 7, 6, 9, 0, 0, 0, time.UTC))
 	h := newHarness(t, 1, func(o *Options) { o.Clock = clk })
 	up := newRecordingUpstream(t)
-	es := elastiService("ns", "web", "websvc", pageProxy(3, ""), h.proxyPort(0, "http", ""))
+	es := resolvertest.ElastiService("ns", "web", "websvc", pageProxy(3, ""), h.proxyPort(0, "http", ""))
 	pulling := withProgress(es, elastiv1alpha1.WakePhasePullingImage, `pulling image "shop:1.2"`, clk.Now().Add(-42*time.Second))
 	h.ports.Set(pulling)
 	c := h.client()
@@ -68,7 +72,7 @@ func TestWakingPageAtZero(t *testing.T) {
 	}
 	want := map[string]string{
 		"status": "Service Unavailable", "Content-Type": "text/html; charset=utf-8", "Cache-Control": "no-store",
-		"Retry-After": "3", "Refresh": "3", HeaderWakingPage: "PullingImage", HeaderColdStart: "",
+		"Retry-After": "3", "Refresh": "3", handler.HeaderWakingPage: "PullingImage", upstream.HeaderColdStart: "",
 	}
 	if diff := cmp.Diff(want, pageHeaders(r)); diff != "" {
 		t.Fatalf("page headers (-want +got):\n%s", diff)
@@ -114,8 +118,8 @@ func TestWakingPageAtZero(t *testing.T) {
 	starting := withProgress(es, elastiv1alpha1.WakePhaseStarting, "", clk.Now().Add(-50*time.Second))
 	h.ports.Set(starting)
 	r, reused := do(c, newRequest(t, http.MethodHead, url, nil, browser))
-	if r.err != nil || r.status != http.StatusServiceUnavailable || r.header.Get(HeaderWakingPage) != "Starting" || r.body != "" {
-		t.Fatalf("HEAD: status %d phase %q body %q err %v; want 503 Starting without a body", r.status, r.header.Get(HeaderWakingPage), r.body, r.err)
+	if r.err != nil || r.status != http.StatusServiceUnavailable || r.header.Get(handler.HeaderWakingPage) != "Starting" || r.body != "" {
+		t.Fatalf("HEAD: status %d phase %q body %q err %v; want 503 Starting without a body", r.status, r.header.Get(handler.HeaderWakingPage), r.body, r.err)
 	}
 	if !reused {
 		t.Error("the page closed the kept-alive connection; a reload should reuse it")
@@ -139,8 +143,8 @@ func TestWakingPageAtZero(t *testing.T) {
 	if r.err != nil || r.status != http.StatusOK || r.body != "GET 0" {
 		t.Fatalf("once ready: status %d body %q err %v; want the pod's 200", r.status, r.body, r.err)
 	}
-	if r.header.Get(HeaderWakingPage) != "" || r.header.Get(HeaderColdStart) != "" {
-		t.Errorf("a direct forward carries %s=%q %s=%q", HeaderWakingPage, r.header.Get(HeaderWakingPage), HeaderColdStart, r.header.Get(HeaderColdStart))
+	if r.header.Get(handler.HeaderWakingPage) != "" || r.header.Get(upstream.HeaderColdStart) != "" {
+		t.Errorf("a direct forward carries %s=%q %s=%q", handler.HeaderWakingPage, r.header.Get(handler.HeaderWakingPage), upstream.HeaderColdStart, r.header.Get(upstream.HeaderColdStart))
 	}
 	if got := up.requests(); len(got) != 1 || got[0].uri != "/cart" {
 		t.Errorf("the pod executed %+v, want the one page load", got)
@@ -160,7 +164,7 @@ func TestWakingPageOnlyForPageLoads(t *testing.T) {
 		"/curl":   newRequest(t, http.MethodGet, url+"/curl", nil, map[string]string{"Accept": "*/*"}),
 		"/none":   newRequest(t, http.MethodGet, url+"/none", nil, nil),
 		"/form":   newRequest(t, http.MethodPost, url+"/form", strings.NewReader("a=1"), browser),
-		"/socket": newRequest(t, http.MethodGet, url+"/socket", nil, map[string]string{"Accept": browserAccept, "Connection": "Upgrade", "Upgrade": "websocket"}),
+		"/socket": newRequest(t, http.MethodGet, url+"/socket", nil, map[string]string{"Accept": resolvertest.BrowserAccept, "Connection": "Upgrade", "Upgrade": "websocket"}),
 	}
 	done := make(chan result, len(reqs))
 	for _, req := range reqs {
@@ -179,8 +183,8 @@ func TestWakingPageOnlyForPageLoads(t *testing.T) {
 		if r.err != nil || r.status != http.StatusOK {
 			t.Fatalf("held request: status %d body %q err %v; want the pod's 200", r.status, r.body, r.err)
 		}
-		if r.header.Get(HeaderWakingPage) != "" || r.header.Get(HeaderColdStart) == "" {
-			t.Errorf("held request answered with %s=%q %s=%q; want no page and a cold start", HeaderWakingPage, r.header.Get(HeaderWakingPage), HeaderColdStart, r.header.Get(HeaderColdStart))
+		if r.header.Get(handler.HeaderWakingPage) != "" || r.header.Get(upstream.HeaderColdStart) == "" {
+			t.Errorf("held request answered with %s=%q %s=%q; want no page and a cold start", handler.HeaderWakingPage, r.header.Get(handler.HeaderWakingPage), upstream.HeaderColdStart, r.header.Get(upstream.HeaderColdStart))
 		}
 	}
 	var uris []string
@@ -201,7 +205,7 @@ func TestWakingPageCustomHTML(t *testing.T) {
 	clk := clocktesting.NewFakeClock(time.Date(2026, 7, 6, 9, 0, 0, 0, time.UTC))
 	h := newHarness(t, 1, func(o *Options) { o.Clock = clk })
 	page := `<title>{{service}}</title><b>{{phase}}</b><i>{{message}}</i><span>{{elapsed}}/{{refresh}}</span>{{other}}`
-	es := elastiService("ns", "web", "websvc", pageProxy(5, page), h.proxyPort(0, "http", ""))
+	es := resolvertest.ElastiService("ns", "web", "websvc", pageProxy(5, page), h.proxyPort(0, "http", ""))
 	h.ports.Set(withProgress(es, elastiv1alpha1.WakePhaseScheduling, `<script>alert("x")</script> & more`, clk.Now().Add(-7*time.Second)))
 
 	r, _ := do(h.client(), newRequest(t, http.MethodGet, "http://"+h.addr(0)+"/", nil, browser))
@@ -215,8 +219,8 @@ func TestWakingPageCustomHTML(t *testing.T) {
 	if got := r.header.Get("Refresh"); got != "5" {
 		t.Errorf("Refresh = %q, want 5 with a custom page too", got)
 	}
-	if got := r.header.Get(HeaderWakingPage); got != "Scheduling" {
-		t.Errorf("%s = %q, want Scheduling", HeaderWakingPage, got)
+	if got := r.header.Get(handler.HeaderWakingPage); got != "Scheduling" {
+		t.Errorf("%s = %q, want Scheduling", handler.HeaderWakingPage, got)
 	}
 }
 
@@ -233,8 +237,8 @@ func TestWakingPageWithoutProgress(t *testing.T) {
 	load := func(wantElapsed string) {
 		t.Helper()
 		r, _ := do(c, newRequest(t, http.MethodGet, url, nil, browser))
-		if r.status != http.StatusServiceUnavailable || r.header.Get(HeaderWakingPage) != "Scaling" {
-			t.Fatalf("status %d phase %q err %v; want 503 Scaling", r.status, r.header.Get(HeaderWakingPage), r.err)
+		if r.status != http.StatusServiceUnavailable || r.header.Get(handler.HeaderWakingPage) != "Scaling" {
+			t.Fatalf("status %d phase %q err %v; want 503 Scaling", r.status, r.header.Get(handler.HeaderWakingPage), r.err)
 		}
 		if r.header.Get("Refresh") != "2" {
 			t.Errorf("Refresh = %q, want the default 2", r.header.Get("Refresh"))
@@ -252,7 +256,7 @@ func TestWakingPageWithoutProgress(t *testing.T) {
 
 	// Ready, then asleep again: a new wake, timed from its own first page.
 	h.ready("websvc", "websvc-abc", "http", up.addr())
-	h.endpoints.Update(slice("ns", "websvc-abc", "websvc", "http", 80))
+	h.endpoints.Update(resolvertest.Slice("ns", "websvc-abc", "websvc", "http", 80))
 	clk.Step(time.Minute)
 	load("0")
 	clk.Step(2 * time.Second)
@@ -276,16 +280,16 @@ func TestWakingPageYieldsToStaticAndFallback(t *testing.T) {
 		Name: "healthz", Match: elastiv1alpha1.StaticResponseMatch{Path: &elastiv1alpha1.PathMatch{Exact: ptr.To("/healthz")}},
 		Respond: elastiv1alpha1.StaticReply{Status: 200, Body: "ok"},
 	}}
-	es := elastiService("ns", "web", "websvc", p, h.proxyPort(0, "http", ""))
+	es := resolvertest.ElastiService("ns", "web", "websvc", p, h.proxyPort(0, "http", ""))
 	h.ports.Set(es)
 	c := h.client()
 	url := "http://" + h.addr(0)
 
 	r := get(c, context.Background(), url+"/healthz", browser)
-	if r.status != http.StatusOK || r.header.Get(HeaderStaticResponse) != "healthz" || r.header.Get(HeaderWakingPage) != "" {
+	if r.status != http.StatusOK || r.header.Get(handler.HeaderStaticResponse) != "healthz" || r.header.Get(handler.HeaderWakingPage) != "" {
 		t.Fatalf("/healthz: status %d headers %v err %v; want the static answer", r.status, r.header, r.err)
 	}
-	if r := get(c, context.Background(), url+"/", browser); r.status != http.StatusServiceUnavailable || r.header.Get(HeaderWakingPage) == "" {
+	if r := get(c, context.Background(), url+"/", browser); r.status != http.StatusServiceUnavailable || r.header.Get(handler.HeaderWakingPage) == "" {
 		t.Fatalf("/ before the fallback: status %d err %v; want the waking page", r.status, r.err)
 	}
 
@@ -295,7 +299,7 @@ func TestWakingPageYieldsToStaticAndFallback(t *testing.T) {
 	})
 	h.ports.Set(failed)
 	r = get(c, context.Background(), url+"/", browser)
-	if r.err != nil || r.status != http.StatusOK || r.header.Get(HeaderWakingPage) != "" {
+	if r.err != nil || r.status != http.StatusOK || r.header.Get(handler.HeaderWakingPage) != "" {
 		t.Fatalf("/ in fallback: status %d err %v; want the fallback's 200", r.status, r.err)
 	}
 	if got := fallback.requests(); len(got) != 1 || got[0].uri != "/" {
@@ -307,46 +311,32 @@ func TestPortMapWakeProgress(t *testing.T) {
 	key := types.NamespacedName{Namespace: "ns", Name: "web"}
 	start := time.Date(2026, 7, 6, 9, 0, 0, 0, time.UTC)
 	port := elastiv1alpha1.ProxyPort{Name: "http", Port: 80, Protocol: "TCP", ResolverPort: 20001}
-	withPage := withProgress(elastiService("ns", "web", "websvc", pageProxy(2, ""), port), elastiv1alpha1.WakePhaseStarting, "m", start)
-	withoutPage := withProgress(elastiService("ns", "web", "websvc", nil, port), elastiv1alpha1.WakePhaseStarting, "m", start)
-	m := NewPortMap()
+	withPage := withProgress(resolvertest.ElastiService("ns", "web", "websvc", pageProxy(2, ""), port), elastiv1alpha1.WakePhaseStarting, "m", start)
+	withoutPage := withProgress(resolvertest.ElastiService("ns", "web", "websvc", nil, port), elastiv1alpha1.WakePhaseStarting, "m", start)
+	m := ports.NewPortMap()
 
 	m.Set(withoutPage)
-	if _, ok := m.wakeProgress(key); ok {
+	if _, ok := m.WakeProgress(key); ok {
 		t.Error("progress kept for an ElastiService without a waking page")
 	}
 	m.Set(withPage)
-	got, ok := m.wakeProgress(key)
+	got, ok := m.WakeProgress(key)
 	if diff := cmp.Diff(*withPage.Status.WakeProgress, got); !ok || diff != "" {
 		t.Errorf("progress (-want +got), ok=%v:\n%s", ok, diff)
 	}
 	withPage.Status.WakeProgress.Message = "changed after Set"
-	if got, _ := m.wakeProgress(key); got.Message != "m" {
+	if got, _ := m.WakeProgress(key); got.Message != "m" {
 		t.Errorf("the stored progress shares the object it was read from")
 	}
 	cleared := withPage.DeepCopy()
 	cleared.Status.WakeProgress = nil
 	m.Set(cleared)
-	if _, ok := m.wakeProgress(key); ok {
+	if _, ok := m.WakeProgress(key); ok {
 		t.Error("progress kept after the operator cleared it")
 	}
 	m.Set(withPage)
 	m.Delete(key)
-	if _, ok := m.wakeProgress(key); ok {
+	if _, ok := m.WakeProgress(key); ok {
 		t.Error("progress kept after the ElastiService was deleted")
-	}
-}
-
-func TestNewWakingPageBounds(t *testing.T) {
-	for in, want := range map[int32]int{0: 2, -3: 1, 1: 1, 30: 30, 60: 60, 600: 60} {
-		if got := newWakingPage(&elastiv1alpha1.WakingPage{RefreshSeconds: in}).Refresh; got != want {
-			t.Errorf("refreshSeconds %d: refresh %d, want %d", in, got, want)
-		}
-	}
-	if newWakingPage(nil) != nil {
-		t.Error("no wakingPage must give no page")
-	}
-	if got := knownPhase("Hibernating"); got != elastiv1alpha1.WakePhaseScaling {
-		t.Errorf("an unknown phase shows as %q, want Scaling", got)
 	}
 }

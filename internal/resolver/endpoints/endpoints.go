@@ -1,4 +1,4 @@
-package resolver
+package endpoints
 
 import (
 	"net"
@@ -22,9 +22,9 @@ import (
 // Every change to a Service's slices closes that Service's change channel, so
 // held requests wake on the event instead of polling.
 //
-// Slices arrive either directly (Update, Delete: tests) or through a feed,
-// one per Service, which an informer of that Service's slices holds
-// (slicewatch.go). While a Service's feed has not delivered its first full
+// Slices arrive either directly (Update, Delete: tests) or through a Feed,
+// one per Service, which an informer of that Service's slices holds (the
+// ports package's slice watches). While a Service's feed has not delivered its first full
 // list, the Service has no ready endpoint: nothing is forwarded on a partial
 // view, and held requests wait for the change that the end of the list
 // brings. A feed that has stopped, or been replaced, changes nothing, and
@@ -63,8 +63,8 @@ type sliceEndpoints struct {
 	addrs []string
 }
 
-// NewEndpoints returns an empty tracker.
-func NewEndpoints() *Endpoints {
+// New returns an empty tracker.
+func New() *Endpoints {
 	return &Endpoints{
 		services:    map[types.NamespacedName]*serviceEndpoints{},
 		sliceOwner:  map[types.NamespacedName]types.NamespacedName{},
@@ -153,32 +153,32 @@ func (e *Endpoints) deleteLocked(sliceKey types.NamespacedName) {
 	e.removeLocked(svc, sliceKey.Name)
 }
 
-// feed is one informer's hold on a Service's endpoints, from startFeed
-// until stop.
-type feed struct {
+// Feed is one informer's hold on a Service's endpoints, from StartFeed
+// until Stop.
+type Feed struct {
 	e   *Endpoints
 	svc types.NamespacedName
 	id  uint64
 }
 
-// startFeed gives svc a new feed, which replaces any earlier one. Until the
-// feed reports synced, svc has no ready endpoint.
-func (e *Endpoints) startFeed(svc types.NamespacedName) feed {
+// StartFeed gives svc a new feed, which replaces any earlier one. Until the
+// feed reports Synced, svc has no ready endpoint.
+func (e *Endpoints) StartFeed(svc types.NamespacedName) Feed {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	e.lastFeed++
 	e.feeds[svc] = feedState{id: e.lastFeed}
-	return feed{e: e, svc: svc, id: e.lastFeed}
+	return Feed{e: e, svc: svc, id: e.lastFeed}
 }
 
 // currentLocked reports whether f is still its Service's feed.
-func (f feed) currentLocked() bool {
+func (f Feed) currentLocked() bool {
 	st, ok := f.e.feeds[f.svc]
 	return ok && st.id == f.id
 }
 
-// update records a slice of f's Service after an add or update event.
-func (f feed) update(s *discoveryv1.EndpointSlice) {
+// Update records a slice of f's Service after an add or update event.
+func (f Feed) Update(s *discoveryv1.EndpointSlice) {
 	f.e.mu.Lock()
 	defer f.e.mu.Unlock()
 	if !f.currentLocked() {
@@ -192,8 +192,8 @@ func (f feed) update(s *discoveryv1.EndpointSlice) {
 	f.e.updateLocked(s)
 }
 
-// delete forgets a slice of f's Service after a delete event.
-func (f feed) delete(namespace, name string) {
+// Delete forgets a slice of f's Service after a delete event.
+func (f Feed) Delete(namespace, name string) {
 	f.e.mu.Lock()
 	defer f.e.mu.Unlock()
 	sliceKey := types.NamespacedName{Namespace: namespace, Name: name}
@@ -203,21 +203,21 @@ func (f feed) delete(namespace, name string) {
 	f.e.deleteLocked(sliceKey)
 }
 
-// synced reports that f has delivered its first full list: its Service's
+// Synced reports that f has delivered its first full list: its Service's
 // ready endpoints count from now on, and held requests re-check them.
-func (f feed) synced() {
+func (f Feed) Synced() {
 	f.e.mu.Lock()
 	defer f.e.mu.Unlock()
 	if !f.currentLocked() {
 		return
 	}
 	f.e.feeds[f.svc] = feedState{id: f.id, synced: true}
-	f.e.notifyLocked(f.svc)
+	f.notifyLocked()
 }
 
-// stop ends f and forgets its Service's slices. Events the informer still
+// Stop ends f and forgets its Service's slices. Events the informer still
 // delivers afterwards change nothing.
-func (f feed) stop() {
+func (f Feed) Stop() {
 	f.e.mu.Lock()
 	defer f.e.mu.Unlock()
 	if !f.currentLocked() {
@@ -230,12 +230,19 @@ func (f feed) stop() {
 		}
 		clear(se.slices)
 	}
-	f.e.notifyLocked(f.svc)
+	f.notifyLocked()
 }
 
-// feeding reports whether svc has a feed, that is whether the resolver
+// notifyLocked wakes the waiters of f's Service after a change of its feed.
+func (f Feed) notifyLocked() {
+	if se, ok := f.e.services[f.svc]; ok {
+		f.e.rebuildLocked(f.svc, se)
+	}
+}
+
+// Feeding reports whether svc has a feed, that is whether the resolver
 // follows svc's slices at all.
-func (e *Endpoints) feeding(svc types.NamespacedName) bool {
+func (e *Endpoints) Feeding(svc types.NamespacedName) bool {
 	e.mu.RLock()
 	defer e.mu.RUnlock()
 	_, ok := e.feeds[svc]
@@ -286,13 +293,6 @@ func (e *Endpoints) rebuildLocked(svc types.NamespacedName, se *serviceEndpoints
 	}
 }
 
-// notifyLocked wakes svc's waiters after a change of its feed.
-func (e *Endpoints) notifyLocked(svc types.NamespacedName) {
-	if se, ok := e.services[svc]; ok {
-		e.rebuildLocked(svc, se)
-	}
-}
-
 // usableLocked returns svc's endpoints, or nil while svc's feed has not
 // synced.
 func (e *Endpoints) usableLocked(svc types.NamespacedName) *serviceEndpoints {
@@ -317,11 +317,15 @@ func (e *Endpoints) Ready(svc types.NamespacedName, portName string) []string {
 func (e *Endpoints) AnyReady(svc types.NamespacedName) bool {
 	e.mu.RLock()
 	defer e.mu.RUnlock()
-	if se := e.usableLocked(svc); se != nil {
-		for _, addrs := range se.ready {
-			if len(addrs) > 0 {
-				return true
-			}
+	se := e.usableLocked(svc)
+	return se != nil && se.anyReady()
+}
+
+// anyReady reports whether any port has a ready endpoint.
+func (se *serviceEndpoints) anyReady() bool {
+	for _, addrs := range se.ready {
+		if len(addrs) > 0 {
+			return true
 		}
 	}
 	return false
@@ -344,7 +348,7 @@ func (e *Endpoints) Candidates(svc types.NamespacedName, portName, prefer string
 		start = slices.Index(addrs, prefer)
 	}
 	if start < 0 {
-		addrs, start = e.rotateLocked(svc, portName)
+		addrs, start = e.usableLocked(svc).rotate(portName)
 	}
 	if len(addrs) == 0 {
 		return nil
@@ -360,17 +364,17 @@ func (e *Endpoints) Candidates(svc types.NamespacedName, portName, prefer string
 func (e *Endpoints) Next(svc types.NamespacedName, portName string) (string, bool) {
 	e.mu.RLock()
 	defer e.mu.RUnlock()
-	addrs, start := e.rotateLocked(svc, portName)
+	addrs, start := e.usableLocked(svc).rotate(portName)
 	if len(addrs) == 0 {
 		return "", false
 	}
 	return addrs[start], true
 }
 
-// rotateLocked returns the ready addresses of a Service port and where this
-// call's turn of the rotation starts. The caller holds e.mu.
-func (e *Endpoints) rotateLocked(svc types.NamespacedName, portName string) (addrs []string, start int) {
-	se := e.usableLocked(svc)
+// rotate returns the ready addresses of a Service port and where this
+// call's turn of the rotation starts; se may be nil (no usable endpoints).
+// The caller holds the Endpoints' lock.
+func (se *serviceEndpoints) rotate(portName string) (addrs []string, start int) {
 	if se == nil || len(se.ready[portName]) == 0 {
 		return nil, 0
 	}
@@ -378,8 +382,6 @@ func (e *Endpoints) rotateLocked(svc types.NamespacedName, portName string) (add
 	return addrs, int((se.next.Add(1) - 1) % uint64(len(addrs)))
 }
 
-// Changed returns a channel closed at the next change to the Service's
-// slices. Take it before checking Ready so that no event is missed.
 // ReadyEpoch counts svc's turns from no ready endpoint to some. Two reads
 // that differ mean the Service was ready at some moment in between, even if
 // it is not any more.
@@ -389,6 +391,8 @@ func (e *Endpoints) ReadyEpoch(svc types.NamespacedName) uint64 {
 	return e.readyEpochs[svc]
 }
 
+// Changed returns a channel closed at the next change to the Service's
+// slices. Take it before checking Ready so that no event is missed.
 func (e *Endpoints) Changed(svc types.NamespacedName) <-chan struct{} {
 	e.mu.RLock()
 	if se, ok := e.services[svc]; ok {

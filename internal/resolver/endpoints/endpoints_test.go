@@ -1,49 +1,21 @@
-package resolver
+package endpoints
 
 import (
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
-	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 
 	"elasti.dev/elasti/internal/contract"
+	"elasti.dev/elasti/internal/resolver/resolvertest"
 )
-
-type testEndpoint struct {
-	ip          string
-	ready       *bool
-	terminating *bool
-}
-
-func readyEP(ip string) testEndpoint { return testEndpoint{ip: ip, ready: ptr.To(true)} }
-
-// slice builds an EndpointSlice of Service svc in ns with one TCP port.
-func slice(ns, name, svc, portName string, port int32, eps ...testEndpoint) *discoveryv1.EndpointSlice {
-	s := &discoveryv1.EndpointSlice{
-		ObjectMeta: metav1.ObjectMeta{
-			Namespace: ns, Name: name,
-			Labels: map[string]string{discoveryv1.LabelServiceName: svc, contract.LabelManagedBy: "endpointslice-controller.k8s.io"},
-		},
-		AddressType: discoveryv1.AddressTypeIPv4,
-		Ports:       []discoveryv1.EndpointPort{{Name: ptr.To(portName), Port: ptr.To(port), Protocol: ptr.To(corev1.ProtocolTCP)}},
-	}
-	for _, ep := range eps {
-		s.Endpoints = append(s.Endpoints, discoveryv1.Endpoint{
-			Addresses:  []string{ep.ip},
-			Conditions: discoveryv1.EndpointConditions{Ready: ep.ready, Terminating: ep.terminating},
-		})
-	}
-	return s
-}
 
 func TestEndpointsReady(t *testing.T) {
 	svc := types.NamespacedName{Namespace: "ns", Name: "web"}
-	proxySlice := slice("ns", "web-elasti", "web", "http", 20001, readyEP("10.0.0.99"))
+	proxySlice := resolvertest.Slice("ns", "web-elasti", "web", "http", 20001, resolvertest.ReadyEP("10.0.0.99"))
 	proxySlice.Labels[contract.LabelManagedBy] = contract.ManagedBy
 	tests := []struct {
 		name     string
@@ -56,25 +28,25 @@ func TestEndpointsReady(t *testing.T) {
 	}{
 		{
 			name:     "ready endpoints with the slice's target port",
-			slices:   []*discoveryv1.EndpointSlice{slice("ns", "web-1", "web", "http", 8080, readyEP("10.0.0.2"), readyEP("10.0.0.1"))},
+			slices:   []*discoveryv1.EndpointSlice{resolvertest.Slice("ns", "web-1", "web", "http", 8080, resolvertest.ReadyEP("10.0.0.2"), resolvertest.ReadyEP("10.0.0.1"))},
 			portName: "http",
 			want:     []string{"10.0.0.1:8080", "10.0.0.2:8080"},
 		},
 		{
 			name: "not ready, absent ready and terminating endpoints are skipped",
-			slices: []*discoveryv1.EndpointSlice{slice("ns", "web-1", "web", "http", 8080,
-				testEndpoint{ip: "10.0.0.1", ready: ptr.To(false)},
-				testEndpoint{ip: "10.0.0.2"},
-				testEndpoint{ip: "10.0.0.3", ready: ptr.To(true), terminating: ptr.To(true)},
-				readyEP("10.0.0.4"))},
+			slices: []*discoveryv1.EndpointSlice{resolvertest.Slice("ns", "web-1", "web", "http", 8080,
+				resolvertest.Endpoint{IP: "10.0.0.1", Ready: ptr.To(false)},
+				resolvertest.Endpoint{IP: "10.0.0.2"},
+				resolvertest.Endpoint{IP: "10.0.0.3", Ready: ptr.To(true), Terminating: ptr.To(true)},
+				resolvertest.ReadyEP("10.0.0.4"))},
 			portName: "http",
 			want:     []string{"10.0.0.4:8080"},
 		},
 		{
 			name: "slices merge; each uses its own port number",
 			slices: []*discoveryv1.EndpointSlice{
-				slice("ns", "web-1", "web", "http", 8080, readyEP("10.0.0.1")),
-				slice("ns", "web-2", "web", "http", 9090, readyEP("10.0.0.2")),
+				resolvertest.Slice("ns", "web-1", "web", "http", 8080, resolvertest.ReadyEP("10.0.0.1")),
+				resolvertest.Slice("ns", "web-2", "web", "http", 9090, resolvertest.ReadyEP("10.0.0.2")),
 			},
 			portName: "http",
 			want:     []string{"10.0.0.1:8080", "10.0.0.2:9090"},
@@ -87,22 +59,22 @@ func TestEndpointsReady(t *testing.T) {
 		},
 		{
 			name:       "another port name does not match",
-			slices:     []*discoveryv1.EndpointSlice{slice("ns", "web-1", "web", "metrics", 9100, readyEP("10.0.0.1"))},
+			slices:     []*discoveryv1.EndpointSlice{resolvertest.Slice("ns", "web-1", "web", "metrics", 9100, resolvertest.ReadyEP("10.0.0.1"))},
 			portName:   "http",
 			want:       nil,
 			otherReady: true,
 		},
 		{
 			name:     "another Service's slice does not count",
-			slices:   []*discoveryv1.EndpointSlice{slice("ns", "api-1", "api", "http", 8080, readyEP("10.0.0.1"))},
+			slices:   []*discoveryv1.EndpointSlice{resolvertest.Slice("ns", "api-1", "api", "http", 8080, resolvertest.ReadyEP("10.0.0.1"))},
 			portName: "http",
 			want:     nil,
 		},
 		{
 			name: "deleting a slice removes its endpoints",
 			slices: []*discoveryv1.EndpointSlice{
-				slice("ns", "web-1", "web", "http", 8080, readyEP("10.0.0.1")),
-				slice("ns", "web-2", "web", "http", 8080, readyEP("10.0.0.2")),
+				resolvertest.Slice("ns", "web-1", "web", "http", 8080, resolvertest.ReadyEP("10.0.0.1")),
+				resolvertest.Slice("ns", "web-2", "web", "http", 8080, resolvertest.ReadyEP("10.0.0.2")),
 			},
 			deletes:  []string{"web-1"},
 			portName: "http",
@@ -111,22 +83,22 @@ func TestEndpointsReady(t *testing.T) {
 		{
 			name: "an update replaces the slice's endpoints",
 			slices: []*discoveryv1.EndpointSlice{
-				slice("ns", "web-1", "web", "http", 8080, readyEP("10.0.0.1")),
-				slice("ns", "web-1", "web", "http", 8080, testEndpoint{ip: "10.0.0.1", ready: ptr.To(true), terminating: ptr.To(true)}),
+				resolvertest.Slice("ns", "web-1", "web", "http", 8080, resolvertest.ReadyEP("10.0.0.1")),
+				resolvertest.Slice("ns", "web-1", "web", "http", 8080, resolvertest.Endpoint{IP: "10.0.0.1", Ready: ptr.To(true), Terminating: ptr.To(true)}),
 			},
 			portName: "http",
 			want:     nil,
 		},
 		{
 			name:     "unnamed single port",
-			slices:   []*discoveryv1.EndpointSlice{slice("ns", "web-1", "web", "", 8080, readyEP("10.0.0.1"))},
+			slices:   []*discoveryv1.EndpointSlice{resolvertest.Slice("ns", "web-1", "web", "", 8080, resolvertest.ReadyEP("10.0.0.1"))},
 			portName: "",
 			want:     []string{"10.0.0.1:8080"},
 		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			e := NewEndpoints()
+			e := New()
 			for _, s := range tt.slices {
 				e.Update(s)
 			}
@@ -145,8 +117,8 @@ func TestEndpointsReady(t *testing.T) {
 
 func TestEndpointsCandidatesRotate(t *testing.T) {
 	svc := types.NamespacedName{Namespace: "ns", Name: "web"}
-	e := NewEndpoints()
-	e.Update(slice("ns", "web-1", "web", "http", 80, readyEP("10.0.0.1"), readyEP("10.0.0.2"), readyEP("10.0.0.3")))
+	e := New()
+	e.Update(resolvertest.Slice("ns", "web-1", "web", "http", 80, resolvertest.ReadyEP("10.0.0.1"), resolvertest.ReadyEP("10.0.0.2"), resolvertest.ReadyEP("10.0.0.3")))
 	firsts := map[string]int{}
 	for range 300 {
 		c := e.Candidates(svc, "http", "")
@@ -168,8 +140,8 @@ func TestEndpointsCandidatesRotate(t *testing.T) {
 // rotation as Candidates, so HTTP/2 requests spread like new connections.
 func TestEndpointsNextIsCandidatesFirst(t *testing.T) {
 	svc := types.NamespacedName{Namespace: "ns", Name: "web"}
-	e := NewEndpoints()
-	e.Update(slice("ns", "web-1", "web", "http", 80, readyEP("10.0.0.1"), readyEP("10.0.0.2"), readyEP("10.0.0.3")))
+	e := New()
+	e.Update(resolvertest.Slice("ns", "web-1", "web", "http", 80, resolvertest.ReadyEP("10.0.0.1"), resolvertest.ReadyEP("10.0.0.2"), resolvertest.ReadyEP("10.0.0.3")))
 	firsts := map[string]int{}
 	for i := range 300 {
 		var first string
@@ -199,9 +171,9 @@ func TestEndpointsNextIsCandidatesFirst(t *testing.T) {
 // the same endpoint (each taking two steps of a two-endpoint rotation).
 func TestNextThenDialKeepsRotating(t *testing.T) {
 	svc := types.NamespacedName{Namespace: "ns", Name: "grpcsvc"}
-	e := NewEndpoints()
-	e.Update(slice("ns", "grpcsvc-a", "grpcsvc", "grpc", 9090, readyEP("10.0.0.1")))
-	e.Update(slice("ns", "grpcsvc-b", "grpcsvc", "grpc", 9090, readyEP("10.0.0.2")))
+	e := New()
+	e.Update(resolvertest.Slice("ns", "grpcsvc-a", "grpcsvc", "grpc", 9090, resolvertest.ReadyEP("10.0.0.1")))
+	e.Update(resolvertest.Slice("ns", "grpcsvc-b", "grpcsvc", "grpc", 9090, resolvertest.ReadyEP("10.0.0.2")))
 	picked := map[string]int{}
 	for range 20 {
 		addr, ok := e.Next(svc, "grpc")
@@ -227,15 +199,15 @@ func TestNextThenDialKeepsRotating(t *testing.T) {
 
 func TestEndpointsChangedFires(t *testing.T) {
 	svc := types.NamespacedName{Namespace: "ns", Name: "web"}
-	e := NewEndpoints()
+	e := New()
 	ch := e.Changed(svc)
-	e.Update(slice("ns", "other", "other", "http", 80, readyEP("10.0.0.9")))
+	e.Update(resolvertest.Slice("ns", "other", "other", "http", 80, resolvertest.ReadyEP("10.0.0.9")))
 	select {
 	case <-ch:
 		t.Fatal("a change to another Service fired this Service's channel")
 	default:
 	}
-	e.Update(slice("ns", "web-1", "web", "http", 80, readyEP("10.0.0.1")))
+	e.Update(resolvertest.Slice("ns", "web-1", "web", "http", 80, resolvertest.ReadyEP("10.0.0.1")))
 	select {
 	case <-ch:
 	case <-time.After(10 * time.Second):
@@ -249,43 +221,10 @@ func TestEndpointsChangedFires(t *testing.T) {
 		t.Fatal("Changed did not fire on a delete")
 	}
 	// A slice relabelled to another Service leaves this one.
-	e.Update(slice("ns", "moving", "web", "http", 80, readyEP("10.0.0.5")))
-	e.Update(slice("ns", "moving", "api", "http", 80, readyEP("10.0.0.5")))
+	e.Update(resolvertest.Slice("ns", "moving", "web", "http", 80, resolvertest.ReadyEP("10.0.0.5")))
+	e.Update(resolvertest.Slice("ns", "moving", "api", "http", 80, resolvertest.ReadyEP("10.0.0.5")))
 	if got := e.Ready(svc, "http"); len(got) != 0 {
 		t.Errorf("relabelled slice still counts for its old Service: %v", got)
-	}
-}
-
-func TestTargetLayer(t *testing.T) {
-	tests := []struct {
-		portName, appProtocol string
-		want                  Layer
-		h2c                   bool
-	}{
-		{"http", "", LayerHTTP, false},
-		{"http-web", "", LayerHTTP, false},
-		{"grpc-api", "", LayerHTTP, true},
-		{"h2c", "", LayerHTTP, true},
-		{"ws", "", LayerHTTP, false},
-		{"https", "", LayerTCP, false},
-		{"wss", "", LayerTCP, false},
-		{"postgres", "", LayerTCP, false},
-		{"", "", LayerTCP, false},
-		{"web", "http", LayerHTTP, false},
-		{"web", "kubernetes.io/h2c", LayerHTTP, true},
-		{"web", "kubernetes.io/ws", LayerHTTP, false},
-		{"web", "kubernetes.io/wss", LayerTCP, false},
-		{"web", "grpc", LayerHTTP, true},
-		{"http", "mysql", LayerTCP, false},
-	}
-	for _, tt := range tests {
-		target := Target{PortName: tt.portName, AppProtocol: tt.appProtocol}
-		if got := target.Layer(); got != tt.want {
-			t.Errorf("Layer(name %q, appProtocol %q) = %v, want %v", tt.portName, tt.appProtocol, got, tt.want)
-		}
-		if got := target.H2C(); got != tt.h2c {
-			t.Errorf("H2C(name %q, appProtocol %q) = %v, want %v", tt.portName, tt.appProtocol, got, tt.h2c)
-		}
 	}
 }
 
@@ -303,12 +242,12 @@ func TestEndpointsFeedGate(t *testing.T) {
 			return false
 		}
 	}
-	e := NewEndpoints()
-	f := e.startFeed(svc)
-	if !e.feeding(svc) {
+	e := New()
+	f := e.StartFeed(svc)
+	if !e.Feeding(svc) {
 		t.Fatal("no feed after startFeed")
 	}
-	f.update(slice("ns", "web-1", "web", "http", 80, readyEP("10.0.0.1")))
+	f.Update(resolvertest.Slice("ns", "web-1", "web", "http", 80, resolvertest.ReadyEP("10.0.0.1")))
 	if got := e.Ready(svc, "http"); len(got) != 0 {
 		t.Fatalf("Ready before the feed synced = %v, want none", got)
 	}
@@ -319,7 +258,7 @@ func TestEndpointsFeedGate(t *testing.T) {
 		t.Fatal("Next found an endpoint before the feed synced")
 	}
 	changed := e.Changed(svc)
-	f.synced()
+	f.Synced()
 	if !fired(changed) {
 		t.Fatal("the end of the first list did not wake waiters")
 	}
@@ -328,20 +267,20 @@ func TestEndpointsFeedGate(t *testing.T) {
 	}
 
 	// A slice of another Service is not this feed's to record.
-	f.update(slice("ns", "api-1", "api", "http", 80, readyEP("10.0.0.9")))
+	f.Update(resolvertest.Slice("ns", "api-1", "api", "http", 80, resolvertest.ReadyEP("10.0.0.9")))
 	if got := e.Ready(types.NamespacedName{Namespace: "ns", Name: "api"}, "http"); len(got) != 0 {
 		t.Errorf("web's feed recorded api's slice: %v", got)
 	}
 
 	// A newer feed replaces this one: the old one's events are ignored.
-	g := e.startFeed(svc)
-	f.update(slice("ns", "web-2", "web", "http", 80, readyEP("10.0.0.2")))
-	f.delete("ns", "web-1")
-	f.synced()
+	g := e.StartFeed(svc)
+	f.Update(resolvertest.Slice("ns", "web-2", "web", "http", 80, resolvertest.ReadyEP("10.0.0.2")))
+	f.Delete("ns", "web-1")
+	f.Synced()
 	if got := e.Ready(svc, "http"); len(got) != 0 {
 		t.Errorf("Ready with a new unsynced feed = %v, want none", got)
 	}
-	g.synced()
+	g.Synced()
 	if diff := cmp.Diff([]string{"10.0.0.1:80"}, e.Ready(svc, "http")); diff != "" {
 		t.Errorf("Ready after the stale feed's events (-want +got):\n%s", diff)
 	}
@@ -349,17 +288,17 @@ func TestEndpointsFeedGate(t *testing.T) {
 	// Stopping forgets the slices and wakes waiters; late events change
 	// nothing.
 	changed = e.Changed(svc)
-	f.stop() // not current: no effect
+	f.Stop() // not current: no effect
 	if e.Ready(svc, "http") == nil {
 		t.Fatal("stopping a replaced feed forgot the current one's slices")
 	}
-	g.stop()
+	g.Stop()
 	if !fired(changed) {
 		t.Error("stopping the feed did not wake waiters")
 	}
-	g.update(slice("ns", "web-3", "web", "http", 80, readyEP("10.0.0.3")))
-	if got := e.Ready(svc, "http"); len(got) != 0 || e.feeding(svc) {
-		t.Errorf("after stop: Ready %v, feeding %v; want nothing", got, e.feeding(svc))
+	g.Update(resolvertest.Slice("ns", "web-3", "web", "http", 80, resolvertest.ReadyEP("10.0.0.3")))
+	if got := e.Ready(svc, "http"); len(got) != 0 || e.Feeding(svc) {
+		t.Errorf("after stop: Ready %v, feeding %v; want nothing", got, e.Feeding(svc))
 	}
 	if len(e.services) != 0 || len(e.sliceOwner) != 0 {
 		t.Errorf("state left after stop: %d services, %d slices", len(e.services), len(e.sliceOwner))

@@ -1,13 +1,14 @@
-package resolver
+package handler
 
 import (
 	"net/http"
 	"strings"
 	"testing"
+
+	"elasti.dev/elasti/internal/resolver/resolvertest"
 )
 
-// browserAccept is what Firefox and Safari send when they load a page.
-const browserAccept = "text/html,application/xhtml+xml,application/xml;q=0.9,*/*;q=0.8"
+const browserAccept = resolvertest.BrowserAccept
 
 func TestPrefersHTML(t *testing.T) {
 	tests := []struct {

@@ -1,4 +1,4 @@
-package resolver
+package handler
 
 import (
 	"errors"
@@ -9,7 +9,11 @@ import (
 	"strings"
 	"time"
 
+	"github.com/go-logr/logr"
+
 	elastiv1alpha1 "elasti.dev/elasti/api/v1alpha1"
+	"elasti.dev/elasti/internal/resolver/park"
+	"elasti.dev/elasti/internal/resolver/route"
 )
 
 // Static responses (spec.proxy.staticResponses): requests such as health
@@ -22,26 +26,6 @@ import (
 // it, so that a client or an operator can tell it from the pod's answer.
 const HeaderStaticResponse = "Elasti-Static-Response"
 
-// StaticRules are an ElastiService's spec.proxy.staticResponses, in order.
-// Every Target of the ElastiService shares one by pointer, which keeps
-// Target comparable, and nobody modifies it once built.
-type StaticRules struct {
-	Rules []elastiv1alpha1.StaticResponse
-}
-
-// newStaticRules copies rules, so that requests never share the
-// informer's object; nil for none.
-func newStaticRules(rules []elastiv1alpha1.StaticResponse) *StaticRules {
-	if len(rules) == 0 {
-		return nil
-	}
-	out := &StaticRules{Rules: make([]elastiv1alpha1.StaticResponse, len(rules))}
-	for i := range rules {
-		rules[i].DeepCopyInto(&out.Rules[i])
-	}
-	return out
-}
-
 // framingHeaders frame the connection or the body. The resolver sets them
 // itself; admission refuses them in respond.headers, and they are skipped
 // here as well for objects stored before that rule existed.
@@ -53,26 +37,34 @@ var framingHeaders = map[string]bool{
 // answerStatic answers a request with the first static response rule of
 // its ElastiService that matches it and applies in the target's current
 // state; any other request goes on to the hold.
-func (r *Resolver) answerStatic(next http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
-		rt, ok := routeFrom(req.Context())
-		if !ok || !rt.mapped {
-			r.misrouted(w)
-			return
-		}
-		t := rt.target
-		if t.Static == nil {
-			next.ServeHTTP(w, req)
-			return
-		}
-		ready := len(r.endpoints.Ready(t.Service, t.PortName)) > 0
-		rule := matchStatic(t.Static.Rules, req, ready)
-		if rule == nil {
-			next.ServeHTTP(w, req)
-			return
-		}
-		r.writeStatic(w, req, t, rule, ready)
-	})
+type answerStatic struct {
+	next      http.Handler
+	endpoints Endpoints
+	rec       Recorder
+	log       logr.Logger
+	// readAhead bounds the body read and dropped before an answer.
+	readAhead int
+	// readHeaderTimeout bounds how long that body may take to arrive.
+	readHeaderTimeout time.Duration
+}
+
+func (h *answerStatic) ServeHTTP(w http.ResponseWriter, req *http.Request) {
+	rt, ok := routed(w, req, h.log)
+	if !ok {
+		return
+	}
+	t := rt.Target
+	if t.Static == nil {
+		h.next.ServeHTTP(w, req)
+		return
+	}
+	ready := len(h.endpoints.Ready(t.Service, t.PortName)) > 0
+	rule := matchStatic(t.Static.Rules, req, ready)
+	if rule == nil {
+		h.next.ServeHTTP(w, req)
+		return
+	}
+	h.write(w, req, t, rule, ready)
 }
 
 // matchStatic returns the first rule that matches req and applies: an
@@ -175,17 +167,17 @@ func containsString(values []string, want string) bool {
 	return false
 }
 
-// writeStatic sends rule's answer. While the target has a ready endpoint
+// write sends rule's answer. While the target has a ready endpoint
 // the answer asks the client to reconnect (Connection: close, GOAWAY on
 // HTTP/2), as forwarded answers do, so that no kept-alive connection stays
 // pinned to the resolver once the Service is back in serve mode.
-func (r *Resolver) writeStatic(w http.ResponseWriter, req *http.Request, t Target, rule *elastiv1alpha1.StaticResponse, ready bool) {
-	drained, err := r.discardBody(w, req)
+func (h *answerStatic) write(w http.ResponseWriter, req *http.Request, t route.Target, rule *elastiv1alpha1.StaticResponse, ready bool) {
+	drained, err := h.discardBody(w, req)
 	if err != nil {
-		r.metrics.reject(t.ElastiService, ReasonBadRequest)
+		h.rec.BadRequest(t.ElastiService)
 		w.Header().Set("Connection", "close")
 		status := http.StatusBadRequest
-		if isTimeout(err) {
+		if park.IsTimeout(err) {
 			status = http.StatusRequestTimeout
 		}
 		http.Error(w, "elasti resolver: the request body was not received whole", status)
@@ -196,19 +188,18 @@ func (r *Resolver) writeStatic(w http.ResponseWriter, req *http.Request, t Targe
 	if !bodyAllowed(status) {
 		body = ""
 	}
-	h := w.Header()
-	setStaticHeaders(h, rule, body)
+	hdr := w.Header()
+	setStaticHeaders(hdr, rule, body)
 	// An unread HTTP/1.x body would be taken for the next request; on
 	// HTTP/2 only the stream is reset.
 	if ready || (!drained && req.ProtoMajor == 1) {
-		h.Set("Connection", "close")
+		hdr.Set("Connection", "close")
 	}
 	w.WriteHeader(status)
 	if body != "" && req.Method != http.MethodHead {
 		_, _ = io.WriteString(w, body)
 	}
-	es := t.ElastiService
-	r.metrics.StaticResponses.WithLabelValues(es.Namespace, es.Name, rule.Name).Inc()
+	h.rec.Static(t.ElastiService, rule.Name)
 }
 
 // setStaticHeaders sets rule's headers, but none that frame the answer,
@@ -247,15 +238,15 @@ func bodyAllowed(status int) bool {
 // drained is false when the body was longer or declared longer: it is left
 // unread, and an HTTP/1.x answer closes the connection. An error means the body
 // broke off, was malformed, or was too slow in coming.
-func (r *Resolver) discardBody(w http.ResponseWriter, req *http.Request) (drained bool, err error) {
+func (h *answerStatic) discardBody(w http.ResponseWriter, req *http.Request) (drained bool, err error) {
 	if req.Body == nil || req.Body == http.NoBody || req.ContentLength == 0 {
 		return true, nil
 	}
-	limit := int64(r.opts.ReadAheadBytes)
+	limit := int64(h.readAhead)
 	if req.ContentLength > limit {
 		return false, nil
 	}
-	if wait := r.opts.ReadHeaderTimeout; wait > 0 {
+	if wait := h.readHeaderTimeout; wait > 0 {
 		rc := http.NewResponseController(w)
 		// Socket deadlines are wall-clock by nature; the injected clock is
 		// for decisions.

@@ -1,4 +1,4 @@
-package resolver
+package handler
 
 import (
 	"html"
@@ -7,6 +7,7 @@ import (
 	"time"
 
 	elastiv1alpha1 "elasti.dev/elasti/api/v1alpha1"
+	"elasti.dev/elasti/internal/resolver/route"
 )
 
 // pageValues are what one waking page shows.
@@ -48,7 +49,7 @@ func knownPhase(p elastiv1alpha1.WakePhase) elastiv1alpha1.WakePhase {
 
 // renderWakingPage is the page's body: the ElastiService's own HTML with
 // its placeholders replaced by HTML-escaped values, or the built-in page.
-func renderWakingPage(p *WakingPage, v pageValues) string {
+func renderWakingPage(p *route.WakingPage, v pageValues) string {
 	if p.HTML == "" {
 		return builtinWakingPage(v)
 	}

@@ -1,4 +1,4 @@
-package resolver
+package hold
 
 import (
 	"sync"
@@ -7,7 +7,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 )
 
-// releasePacer lets the requests a hold releases reach a woken target a
+// Pacer lets the requests a hold releases reach a woken target a
 // bounded number at a time, per ElastiService on this replica. Without it, a
 // burst held at zero is forwarded all at once: thousands of new upstream
 // connections to one fresh pod, each with its own buffers and goroutines,
@@ -18,7 +18,7 @@ import (
 // fails, or after slot at the latest, so that slow answers (a long poll)
 // slow the release down but never stop it. Requests forwarded at once, to a
 // target that was already ready, are never paced.
-type releasePacer struct {
+type Pacer struct {
 	limit int
 	slot  time.Duration
 
@@ -31,14 +31,16 @@ type pace struct {
 	users int
 }
 
-func newReleasePacer(limit int, slot time.Duration) *releasePacer {
-	return &releasePacer{limit: limit, slot: slot, paces: map[types.NamespacedName]*pace{}}
+// NewPacer paces the release of each ElastiService's held requests,
+// limit at a time, each keeping its turn for slot at most.
+func NewPacer(limit int, slot time.Duration) *Pacer {
+	return &Pacer{limit: limit, slot: slot, paces: map[types.NamespacedName]*pace{}}
 }
 
-// wait blocks until it is the request's turn to be forwarded to key's
+// Wait blocks until it is the request's turn to be forwarded to key's
 // target, or gone is closed (the client left: false). The returned done ends
 // the turn; calling it more than once is harmless.
-func (p *releasePacer) wait(gone <-chan struct{}, key types.NamespacedName) (done func(), ok bool) {
+func (p *Pacer) Wait(gone <-chan struct{}, key types.NamespacedName) (done func(), ok bool) {
 	p.mu.Lock()
 	pc := p.paces[key]
 	if pc == nil {
@@ -79,7 +81,7 @@ func (p *releasePacer) wait(gone <-chan struct{}, key types.NamespacedName) (don
 }
 
 // leave forgets key's pace once nobody waits on it or holds a turn.
-func (p *releasePacer) leave(key types.NamespacedName, pc *pace) {
+func (p *Pacer) leave(key types.NamespacedName, pc *pace) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if pc.users--; pc.users == 0 {
@@ -87,8 +89,8 @@ func (p *releasePacer) leave(key types.NamespacedName, pc *pace) {
 	}
 }
 
-// users is how many requests wait for or hold a turn of key's target now.
-func (p *releasePacer) users(key types.NamespacedName) int {
+// Users is how many requests wait for or hold a turn of key's target now.
+func (p *Pacer) Users(key types.NamespacedName) int {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if pc := p.paces[key]; pc != nil {
@@ -97,8 +99,8 @@ func (p *releasePacer) users(key types.NamespacedName) int {
 	return 0
 }
 
-// size is how many ElastiServices have a pace now.
-func (p *releasePacer) size() int {
+// Size is how many ElastiServices have a pace now.
+func (p *Pacer) Size() int {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return len(p.paces)

@@ -1,4 +1,4 @@
-package resolver
+package hold
 
 import (
 	"errors"
@@ -55,7 +55,7 @@ func TestHoldQueue(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			q := NewHoldQueue()
+			q := NewQueue(nil)
 			var leaves []func()
 			for i, s := range tt.steps {
 				for range s.leave {
@@ -82,7 +82,7 @@ func TestHoldQueue(t *testing.T) {
 }
 
 func TestHoldQueueConcurrent(t *testing.T) {
-	q := NewHoldQueue()
+	q := NewQueue(nil)
 	key := types.NamespacedName{Namespace: "ns", Name: "a"}
 	const limit, workers = 50, 200
 	var mu sync.Mutex
@@ -116,7 +116,7 @@ func TestHoldQueueConcurrent(t *testing.T) {
 }
 
 func BenchmarkHoldQueue(b *testing.B) {
-	q := NewHoldQueue()
+	q := NewQueue(nil)
 	key := types.NamespacedName{Namespace: "ns", Name: "a"}
 	b.RunParallel(func(pb *testing.PB) {
 		for pb.Next() {

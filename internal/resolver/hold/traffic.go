@@ -1,4 +1,4 @@
-package resolver
+package hold
 
 import (
 	"context"
@@ -8,6 +8,8 @@ import (
 	"github.com/go-logr/logr"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/clock"
+
+	"elasti.dev/elasti/internal/resolver/route"
 )
 
 // trafficReporter tells the operator about traffic that the resolver
@@ -29,7 +31,7 @@ type trafficReporter struct {
 	activator   Activator
 	clock       clock.Clock
 	log         logr.Logger
-	metrics     *Metrics
+	rec         Recorder
 	interval    time.Duration
 	callTimeout time.Duration
 
@@ -43,7 +45,7 @@ type trafficReporter struct {
 // seen records that t's traffic is being forwarded to a ready endpoint, and
 // starts a report unless one was started within the interval. It never
 // blocks; ctx ends the report (the resolver's stop).
-func (tr *trafficReporter) seen(ctx context.Context, t Target) {
+func (tr *trafficReporter) seen(ctx context.Context, t route.Target) {
 	if tr.activator == nil {
 		return
 	}
@@ -69,8 +71,7 @@ func (tr *trafficReporter) report(ctx context.Context, key types.NamespacedName)
 	callCtx, cancel := context.WithTimeout(ctx, tr.callTimeout)
 	_, err := tr.activator.Activate(callCtx, key.Namespace, key.Name)
 	cancel()
-	result := activationResult(err)
-	tr.metrics.Activations.WithLabelValues(key.Namespace, key.Name, result).Inc()
+	result := tr.rec.Activation(key, err)
 	if err != nil {
 		// Not retried: the next forwarded request after the interval
 		// reports again.

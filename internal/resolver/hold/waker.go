@@ -1,9 +1,7 @@
-package resolver
+package hold
 
 import (
 	"context"
-	"errors"
-	"net/http"
 	"sync"
 	"time"
 
@@ -12,16 +10,13 @@ import (
 	"k8s.io/utils/clock"
 
 	"elasti.dev/elasti/internal/contract"
+	"elasti.dev/elasti/internal/resolver/route"
 )
 
 // Activator asks the operator to wake an ElastiService's target.
 type Activator interface {
 	Activate(ctx context.Context, namespace, name string) (*contract.ActivationResponse, error)
 }
-
-// statusCoder is implemented by activation errors that carry the operator's
-// HTTP status, so results can be told apart without importing the client.
-type statusCoder interface{ HTTPStatus() int }
 
 // waker makes sure that, while an ElastiService has held requests and its
 // target has no ready endpoint, exactly one loop per ElastiService calls the
@@ -35,16 +30,16 @@ type waker struct {
 	activator Activator
 	clock     clock.Clock
 	log       logr.Logger
-	metrics   *Metrics
+	rec       Recorder
 	// needed reports whether the target still needs waking: requests are
 	// held and no endpoint is ready. It is evaluated under mu.
-	needed func(Target) bool
+	needed func(route.Target) bool
 	// changed returns a channel closed at the next endpoint change of the
 	// target's Service.
-	changed func(Target) <-chan struct{}
+	changed func(route.Target) <-chan struct{}
 	// readyEpoch counts the turns of the target's Service from no ready
 	// endpoint to some (Endpoints.ReadyEpoch).
-	readyEpoch func(Target) uint64
+	readyEpoch func(route.Target) uint64
 
 	callTimeout    time.Duration
 	initialBackoff time.Duration
@@ -57,11 +52,11 @@ type waker struct {
 
 // ensure starts the activation loop for t's ElastiService unless one runs.
 // A held request calls it after it took its hold slot, so that a loop
-// deciding to stop cannot miss it. A waking page (wakingpage.go) calls it
+// deciding to stop cannot miss it. A waking page (Hold.Wake) calls it
 // without a slot: a loop it starts makes its first call at once (run), and
 // a loop already running has called within the refresh interval; the
 // page's next reload calls ensure again.
-func (w *waker) ensure(ctx context.Context, t Target) {
+func (w *waker) ensure(ctx context.Context, t route.Target) {
 	if w.activator == nil {
 		return
 	}
@@ -76,7 +71,7 @@ func (w *waker) ensure(ctx context.Context, t Target) {
 
 // stillNeeded decides under mu whether to go on; when not, it marks the loop
 // stopped in the same critical section that ensure checks.
-func (w *waker) stillNeeded(t Target) bool {
+func (w *waker) stillNeeded(t route.Target) bool {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.needed(t) {
@@ -86,7 +81,7 @@ func (w *waker) stillNeeded(t Target) bool {
 	return false
 }
 
-func (w *waker) run(ctx context.Context, t Target) {
+func (w *waker) run(ctx context.Context, t route.Target) {
 	log := w.log.WithValues("elastiservice", t.ElastiService.String())
 	backoff := w.initialBackoff
 	// The first call is made whatever stillNeeded says by now: the loop was
@@ -103,8 +98,7 @@ func (w *waker) run(ctx context.Context, t Target) {
 		callCtx, cancel := context.WithTimeout(ctx, w.callTimeout)
 		resp, err := w.activator.Activate(callCtx, t.ElastiService.Namespace, t.ElastiService.Name)
 		cancel()
-		result := activationResult(err)
-		w.metrics.Activations.WithLabelValues(t.ElastiService.Namespace, t.ElastiService.Name, result).Inc()
+		result := w.rec.Activation(t.ElastiService, err)
 		var wait time.Duration
 		if err == nil {
 			replicas := int32(0)
@@ -131,7 +125,7 @@ func (w *waker) run(ctx context.Context, t Target) {
 // that is a new sleep, whose first held request must not wait out this
 // wake's refresh interval, even when this loop saw the ready endpoint only
 // after it was gone again.
-func (w *waker) wait(ctx context.Context, t Target, d time.Duration, changed <-chan struct{}, epoch uint64) bool {
+func (w *waker) wait(ctx context.Context, t route.Target, d time.Duration, changed <-chan struct{}, epoch uint64) bool {
 	timer := w.clock.NewTimer(d)
 	defer timer.Stop()
 	for {
@@ -153,20 +147,4 @@ func (w *waker) wait(ctx context.Context, t Target, d time.Duration, changed <-c
 			return false
 		}
 	}
-}
-
-func activationResult(err error) string {
-	if err == nil {
-		return ActivationOK
-	}
-	var sc statusCoder
-	if errors.As(err, &sc) {
-		switch sc.HTTPStatus() {
-		case http.StatusUnauthorized, http.StatusForbidden:
-			return ActivationUnauthorized
-		case http.StatusNotFound:
-			return ActivationNotFound
-		}
-	}
-	return ActivationError
 }

@@ -1,6 +1,6 @@
 //go:build linux
 
-package resolver
+package park
 
 import (
 	"fmt"
@@ -10,6 +10,8 @@ import (
 	"syscall"
 
 	"golang.org/x/sys/unix"
+
+	"elasti.dev/elasti/internal/resolver/hold"
 )
 
 // hangupWatcher sees clients of parked requests leave, for all of them at
@@ -145,7 +147,7 @@ func (w *hangupWatcher) run() {
 			}
 			delete(w.watches, ev.Fd)
 			if ev.Events&(unix.EPOLLRDHUP|unix.EPOLLHUP|unix.EPOLLERR) != 0 {
-				left(fmt.Errorf("%w: connection closed (epoll events %#x)", ErrClientGone, ev.Events))
+				left(fmt.Errorf("%w: connection closed (epoll events %#x)", hold.ErrClientGone, ev.Events))
 			}
 		}
 		w.mu.Unlock()

@@ -1,6 +1,6 @@
 //go:build linux
 
-package resolver
+package park
 
 import (
 	"errors"
@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"elasti.dev/elasti/internal/resolver/hold"
 )
 
 // The shared hangup watcher waits in the Go runtime's poller, not in a
@@ -51,7 +53,7 @@ func TestHangupWatcherBlocksNoThread(t *testing.T) {
 	client.Close()
 	select {
 	case err := <-gone:
-		if !errors.Is(err, ErrClientGone) {
+		if !errors.Is(err, hold.ErrClientGone) {
 			t.Fatalf("the watcher reported %v; want ErrClientGone", err)
 		}
 	case <-time.After(10 * time.Second):

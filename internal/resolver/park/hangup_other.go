@@ -1,6 +1,6 @@
 //go:build !linux
 
-package resolver
+package park
 
 import "net"
 

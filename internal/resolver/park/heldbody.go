@@ -1,4 +1,4 @@
-package resolver
+package park
 
 import (
 	"errors"
@@ -6,9 +6,11 @@ import (
 	"io"
 	"net/http"
 	"sync"
+
+	"elasti.dev/elasti/internal/resolver/hold"
 )
 
-// heldBody reads an HTTP/1.x request body ahead, into a bounded buffer,
+// HeldBody reads an HTTP/1.x request body ahead, into a bounded buffer,
 // while the request is held, and then replays it to the upstream.
 //
 // Reading is what lets a held request be watched. net/http notices that an
@@ -21,12 +23,12 @@ import (
 //     reading on would take unbounded memory, and not reading would leave a
 //     departure unseen, so the request is not held on.
 //
-// Once the hold lets the request through, heldBody is the body the proxy
+// Once the hold lets the request through, HeldBody is the body the proxy
 // sends: first what was read ahead, then the rest, which the read-ahead
 // goroutine keeps fetching until the body ends or the bound is reached, after
 // which the proxy reads the original body directly. At most limit+1 bytes
 // are ever buffered, plus one read buffer of at most heldBodyChunk.
-type heldBody struct {
+type HeldBody struct {
 	src   io.ReadCloser
 	limit int
 
@@ -50,9 +52,9 @@ type heldBody struct {
 // heldBodyChunk is the largest single read of the read-ahead goroutine.
 const heldBodyChunk = 16 << 10
 
-// readAhead starts reading src ahead, at most limit bytes at a time.
-func readAhead(src io.ReadCloser, limit int, contentLength int64) *heldBody {
-	b := &heldBody{src: src, limit: limit, reading: true, held: true, ended: make(chan error, 1)}
+// ReadAhead starts reading src ahead, at most limit bytes at a time.
+func ReadAhead(src io.ReadCloser, limit int, contentLength int64) *HeldBody {
+	b := &HeldBody{src: src, limit: limit, reading: true, held: true, ended: make(chan error, 1)}
 	b.cond.L = &b.mu
 	chunk := min(limit, heldBodyChunk)
 	if contentLength > 0 && contentLength < int64(chunk) {
@@ -64,7 +66,7 @@ func readAhead(src io.ReadCloser, limit int, contentLength int64) *heldBody {
 	return b
 }
 
-func (b *heldBody) run(scratch []byte) {
+func (b *HeldBody) run(scratch []byte) {
 	for {
 		b.mu.Lock()
 		// room may reach 0 with the body complete but its EOF not yet
@@ -73,7 +75,7 @@ func (b *heldBody) run(scratch []byte) {
 		room := b.limit - (len(b.buf) - b.off)
 		if b.closed || room < 0 {
 			if !b.closed && b.held {
-				b.ended <- ErrReadAheadFull
+				b.ended <- hold.ErrReadAheadFull
 			}
 			b.reading = false
 			b.cond.Broadcast()
@@ -90,7 +92,7 @@ func (b *heldBody) run(scratch []byte) {
 			b.err = err
 			b.reading = false
 			if !errors.Is(err, io.EOF) && b.held && !b.closed {
-				b.ended <- fmt.Errorf("%w: reading the request body: %w", ErrClientGone, err)
+				b.ended <- fmt.Errorf("%w: reading the request body: %w", hold.ErrClientGone, err)
 			}
 		}
 		b.cond.Broadcast()
@@ -101,25 +103,25 @@ func (b *heldBody) run(scratch []byte) {
 	}
 }
 
-// watch is the hold's view of the read-ahead.
-func (b *heldBody) watch() <-chan error { return b.ended }
+// Watch is the hold's view of the read-ahead (a hold.Watch).
+func (b *HeldBody) Watch() <-chan error { return b.ended }
 
-// release ends the hold: from now on reaching the bound hands src over to
-// the consumer. It returns ErrClientGone if the body had already failed,
-// which can race with the hold's release.
-func (b *heldBody) release() error {
+// Release ends the hold: from now on reaching the bound hands src over to
+// the consumer. It returns hold.ErrClientGone if the body had already
+// failed, which can race with the hold's release.
+func (b *HeldBody) Release() error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.held = false
 	if b.err != nil && !errors.Is(b.err, io.EOF) {
-		return fmt.Errorf("%w: reading the request body: %w", ErrClientGone, b.err)
+		return fmt.Errorf("%w: reading the request body: %w", hold.ErrClientGone, b.err)
 	}
 	return nil
 }
 
-// abandon ends the hold without forwarding: the read-ahead goroutine stops
+// Abandon ends the hold without forwarding: the read-ahead goroutine stops
 // after the read it is in, and readers get ErrBodyReadAfterClose.
-func (b *heldBody) abandon() {
+func (b *HeldBody) Abandon() {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.held = false
@@ -127,8 +129,8 @@ func (b *heldBody) abandon() {
 	b.cond.Broadcast()
 }
 
-// stillReading says whether the read-ahead goroutine is in a read.
-func (b *heldBody) stillReading() bool {
+// StillReading says whether the read-ahead goroutine is in a read.
+func (b *HeldBody) StillReading() bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.reading
@@ -136,7 +138,7 @@ func (b *heldBody) stillReading() bool {
 
 // Read hands on what was read ahead, waits for the read-ahead goroutine
 // while it may add more, then reads src directly.
-func (b *heldBody) Read(p []byte) (int, error) {
+func (b *HeldBody) Read(p []byte) (int, error) {
 	b.mu.Lock()
 	for b.off == len(b.buf) && b.reading && !b.closed {
 		b.cond.Wait()
@@ -165,7 +167,7 @@ func (b *heldBody) Read(p []byte) (int, error) {
 
 // Close stops the read-ahead and wakes a waiting Read. The original body
 // is net/http's to close, after the handler returns.
-func (b *heldBody) Close() error {
-	b.abandon()
+func (b *HeldBody) Close() error {
+	b.Abandon()
 	return nil
 }

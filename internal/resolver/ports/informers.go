@@ -1,4 +1,4 @@
-package resolver
+package ports
 
 import (
 	"context"
@@ -15,6 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	elastiv1alpha1 "elasti.dev/elasti/api/v1alpha1"
+	"elasti.dev/elasti/internal/resolver/endpoints"
 )
 
 // WatchOptions configure Watch.
@@ -36,7 +37,7 @@ type WatchOptions struct {
 //     is handed on whole, status-only ones included: a wake's progress
 //     reaches the waking page without a change to the spec;
 //   - one per Service ports has a port of, on that Service's own
-//     EndpointSlices, into endpoints (sliceWatches, slicewatch.go).
+//     EndpointSlices, into eps (sliceWatches, slicewatch.go).
 //
 // Every watch is event-driven and scoped server-side; the resolver needs
 // only get/list/watch on these two resources, in the namespaces it watches.
@@ -44,8 +45,8 @@ type WatchOptions struct {
 // The returned synced reports true once the ElastiService informer has
 // delivered its initial list to ports: the resolver's readiness. A
 // Service's slices are waited for per Service, by the requests that need
-// them (Endpoints).
-func Watch(ctx context.Context, cfg *rest.Config, ports *PortMap, endpoints *Endpoints, opts WatchOptions) (synced func() bool, err error) {
+// them (endpoints.Endpoints).
+func Watch(ctx context.Context, cfg *rest.Config, ports *PortMap, eps *endpoints.Endpoints, opts WatchOptions) (synced func() bool, err error) {
 	scheme := runtime.NewScheme()
 	if err := elastiv1alpha1.AddToScheme(scheme); err != nil {
 		return nil, fmt.Errorf("register elasti.dev/v1alpha1: %w", err)
@@ -107,7 +108,7 @@ func Watch(ctx context.Context, cfg *rest.Config, ports *PortMap, endpoints *End
 		return nil, fmt.Errorf("ElastiService event handler: %w", err)
 	}
 
-	go newSliceWatches(ports, endpoints, informSlices(slicesClient, opts.Log)).run(ctx)
+	go newSliceWatches(ports, eps, informSlices(slicesClient, opts.Log)).run(ctx)
 	go func() {
 		if err := c.Start(ctx); err != nil {
 			opts.Log.Error(err, "informers stopped")

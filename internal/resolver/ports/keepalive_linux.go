@@ -1,6 +1,6 @@
 //go:build linux
 
-package resolver
+package ports
 
 import (
 	"net"
@@ -33,7 +33,7 @@ func keepAliveListenConfig(keepAlive time.Duration) net.ListenConfig {
 				{unix.SOL_SOCKET, unix.SO_KEEPALIVE, 1},
 				{unix.IPPROTO_TCP, unix.TCP_KEEPIDLE, secs},
 				{unix.IPPROTO_TCP, unix.TCP_KEEPINTVL, secs},
-				{unix.IPPROTO_TCP, unix.TCP_KEEPCNT, keepAliveProbes},
+				{unix.IPPROTO_TCP, unix.TCP_KEEPCNT, KeepAliveProbes},
 			} {
 				if err == nil {
 					err = unix.SetsockoptInt(int(fd), o.level, o.opt, o.value)

@@ -1,6 +1,6 @@
 //go:build !linux
 
-package resolver
+package ports
 
 import (
 	"net"
@@ -12,7 +12,7 @@ import (
 func keepAliveListenConfig(keepAlive time.Duration) net.ListenConfig {
 	lc := net.ListenConfig{KeepAlive: keepAlive}
 	if keepAlive > 0 {
-		lc.KeepAliveConfig = net.KeepAliveConfig{Enable: true, Idle: keepAlive, Interval: keepAlive, Count: keepAliveProbes}
+		lc.KeepAliveConfig = net.KeepAliveConfig{Enable: true, Idle: keepAlive, Interval: keepAlive, Count: KeepAliveProbes}
 	}
 	return lc
 }

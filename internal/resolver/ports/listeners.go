@@ -1,4 +1,4 @@
-package resolver
+package ports
 
 import (
 	"context"
@@ -13,29 +13,29 @@ import (
 	"github.com/go-logr/logr"
 )
 
-// listenerSet is the pre-opened port range. Opening every port at start-up,
+// Listeners are the pre-opened port range. Opening every port at start-up,
 // rather than when a mapping appears, means a port the operator allocates is
 // already listening on every resolver replica by the time traffic arrives.
-type listenerSet struct {
+type Listeners struct {
 	listeners []*net.TCPListener
 	open      atomic.Int64
 	wg        sync.WaitGroup
 	closeOnce sync.Once
 }
 
-// openListeners binds every port from start to end on address. It fails,
+// Open binds every port from start to end on address. It fails,
 // closing what it opened, if any port cannot be bound. Every accepted
 // connection gets TCP keepalives every keepAlive (none when negative): a
 // held connection is silent for as long as the cold start lasts, and the
-// probes keep NATs and load balancers from dropping it. keepAliveProbes
+// probes keep NATs and load balancers from dropping it. KeepAliveProbes
 // unanswered probes end it.
-func openListeners(address string, start, end int, keepAlive time.Duration) (*listenerSet, error) {
-	ls := &listenerSet{listeners: make([]*net.TCPListener, 0, end-start+1)}
+func Open(address string, start, end int, keepAlive time.Duration) (*Listeners, error) {
+	ls := &Listeners{listeners: make([]*net.TCPListener, 0, end-start+1)}
 	lc := keepAliveListenConfig(keepAlive)
 	for port := start; port <= end; port++ {
 		l, err := lc.Listen(context.Background(), "tcp", net.JoinHostPort(address, strconv.Itoa(port)))
 		if err != nil {
-			ls.close()
+			ls.Close()
 			return nil, fmt.Errorf("open resolver port %d of %d-%d: %w", port, start, end, err)
 		}
 		ls.listeners = append(ls.listeners, l.(*net.TCPListener))
@@ -44,11 +44,11 @@ func openListeners(address string, start, end int, keepAlive time.Duration) (*li
 	return ls, nil
 }
 
-// serve runs one accept loop per listener and calls handle in a new
+// Serve runs one accept loop per listener and calls handle in a new
 // goroutine for each connection. track is called before that goroutine
 // starts, so a caller that waits for the accept loops to end and then for its
 // tracked connections misses none.
-func (ls *listenerSet) serve(log logr.Logger, track func() (done func()), handle func(c net.Conn, port int32)) {
+func (ls *Listeners) Serve(log logr.Logger, track func() (done func()), handle func(c net.Conn, port int32)) {
 	for _, l := range ls.listeners {
 		port := int32(l.Addr().(*net.TCPAddr).Port)
 		ls.wg.Add(1)
@@ -80,11 +80,14 @@ func (ls *listenerSet) serve(log logr.Logger, track func() (done func()), handle
 	}
 }
 
-// openCount is how many listeners are accepting.
-func (ls *listenerSet) openCount() int { return int(ls.open.Load()) }
+// OpenCount is how many listeners are accepting.
+func (ls *Listeners) OpenCount() int { return int(ls.open.Load()) }
 
-// close stops accepting on every port and waits for the accept loops.
-func (ls *listenerSet) close() {
+// Count is how many ports were opened.
+func (ls *Listeners) Count() int { return len(ls.listeners) }
+
+// Close stops accepting on every port and waits for the accept loops.
+func (ls *Listeners) Close() {
 	ls.closeOnce.Do(func() {
 		for _, l := range ls.listeners {
 			_ = l.Close()
@@ -93,8 +96,8 @@ func (ls *listenerSet) close() {
 	ls.wg.Wait()
 }
 
-// ports lists the bound port numbers.
-func (ls *listenerSet) ports() []int32 {
+// Ports lists the bound port numbers.
+func (ls *Listeners) Ports() []int32 {
 	out := make([]int32, 0, len(ls.listeners))
 	for _, l := range ls.listeners {
 		out = append(out, int32(l.Addr().(*net.TCPAddr).Port))
@@ -102,6 +105,6 @@ func (ls *listenerSet) ports() []int32 {
 	return out
 }
 
-// keepAliveProbes is how many unanswered keepalive probes close a client
+// KeepAliveProbes is how many unanswered keepalive probes close a client
 // connection.
-const keepAliveProbes = 4
+const KeepAliveProbes = 4

@@ -1,16 +1,15 @@
-package resolver
+package ports
 
 import (
 	"context"
 	"sync"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/clock"
 
 	elastiv1alpha1 "elasti.dev/elasti/api/v1alpha1"
-	"elasti.dev/elasti/internal/contract"
+	"elasti.dev/elasti/internal/resolver/route"
 )
 
 // PortMap maps local resolver ports to their Targets, from each
@@ -43,18 +42,16 @@ import (
 // later.
 type PortMap struct {
 	mu      sync.RWMutex
-	claims  map[int32][]Target
+	claims  map[int32][]route.Target
 	byOwner map[types.NamespacedName][]int32
 	// released holds the Targets of ports whose last claim went, until
 	// their linger ends.
 	released map[int32]releasedTarget
 	linger   time.Duration
 	clock    clock.Clock
-	// expiryAt is when the earliest linger ends; a goroutine waits for it
-	// until expiryStop is closed, so that the end of a linger is an event
-	// like any other change.
-	expiryAt   time.Time
-	expiryStop chan struct{}
+	// expiry waits for the earliest linger's end, so that the end of a
+	// linger is an event like any other change.
+	expiry expiryTimer
 	// deleted holds the ElastiServices deleted while some of their ports
 	// still linger; forget is called for each once none does.
 	deleted map[types.NamespacedName]bool
@@ -75,7 +72,7 @@ type PortMap struct {
 // NewPortMap returns an empty PortMap.
 func NewPortMap() *PortMap {
 	return &PortMap{
-		claims:     map[int32][]Target{},
+		claims:     map[int32][]route.Target{},
 		byOwner:    map[types.NamespacedName][]int32{},
 		released:   map[int32]releasedTarget{},
 		deleted:    map[types.NamespacedName]bool{},
@@ -87,8 +84,23 @@ func NewPortMap() *PortMap {
 }
 
 type releasedTarget struct {
-	Target
+	route.Target
 	until time.Time
+}
+
+// expiryTimer is the goroutine that waits for the earliest linger's end:
+// at is when, and closing stop ends the wait.
+type expiryTimer struct {
+	at   time.Time
+	stop chan struct{}
+}
+
+// cancel ends the wait, if any.
+func (e *expiryTimer) cancel() {
+	if e.stop != nil {
+		close(e.stop)
+	}
+	*e = expiryTimer{}
 }
 
 // SetLinger sets how long a port keeps serving its Target after its last
@@ -96,74 +108,32 @@ type releasedTarget struct {
 func (m *PortMap) SetLinger(d time.Duration, clk clock.Clock) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	m.stopExpiryLocked()
+	m.expiry.cancel()
 	m.linger, m.clock = d, clk
 	m.scheduleLocked()
 }
 
-// setForget makes the PortMap call f with an ElastiService's key once the
+// SetForget makes the PortMap call f with an ElastiService's key once the
 // ElastiService is deleted and none of its ports lingers any more: from then
 // on no new connection can be counted for it. f runs without the PortMap's
 // lock held.
-func (m *PortMap) setForget(f func(types.NamespacedName)) {
+func (m *PortMap) SetForget(f func(types.NamespacedName)) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.forget = f
-}
-
-// TargetsOf derives the Targets an ElastiService claims, keyed by resolver
-// port: none unless its status.mode is proxy, else the allocated ones of
-// the ports the resolver carries (contract.ResolverCarries).
-func TargetsOf(es *elastiv1alpha1.ElastiService) map[int32]Target {
-	out := map[int32]Target{}
-	if es.Status.Mode != elastiv1alpha1.ModeProxy {
-		return out
-	}
-	key := types.NamespacedName{Namespace: es.Namespace, Name: es.Name}
-	var hold time.Duration
-	var maxHeld int
-	var static *StaticRules
-	var page *WakingPage
-	fallback := fallbackOf(es)
-	if p := es.Spec.Proxy; p != nil {
-		if d, err := time.ParseDuration(p.HoldTimeout); err == nil && d > 0 {
-			hold = min(d, contract.MaxHoldTimeout)
-		}
-		maxHeld = int(p.MaxHeldRequests)
-		static = newStaticRules(p.StaticResponses)
-		page = newWakingPage(p.WakingPage)
-	}
-	for _, pp := range es.Status.ProxyPorts {
-		if pp.ResolverPort <= 0 || !contract.ResolverCarries(corev1.Protocol(pp.Protocol)) {
-			continue
-		}
-		out[pp.ResolverPort] = Target{
-			ElastiService: key,
-			Service:       types.NamespacedName{Namespace: es.Namespace, Name: es.Spec.Service},
-			PortName:      pp.Name,
-			Port:          pp.Port,
-			AppProtocol:   pp.AppProtocol,
-			HoldTimeout:   hold,
-			MaxHeld:       maxHeld,
-			Static:        static,
-			Fallback:      fallback,
-			WakingPage:    page,
-		}
-	}
-	return out
 }
 
 // Set records the ports an ElastiService claims, replacing its earlier
 // claims; the ports it no longer claims start to linger.
 func (m *PortMap) Set(es *elastiv1alpha1.ElastiService) {
 	key := types.NamespacedName{Namespace: es.Namespace, Name: es.Name}
-	targets := TargetsOf(es)
+	targets := route.TargetsOf(es)
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.removeLocked(key)
 	// Back under the same name: whatever it is, it is live again.
 	delete(m.deleted, key)
-	if operatorSaysFallback(es) {
+	if route.OperatorSaysFallback(es) {
 		m.fallbackOn[key] = true
 	} else {
 		delete(m.fallbackOn, key)
@@ -209,7 +179,7 @@ func (m *PortMap) removeLocked(key types.NamespacedName) {
 	m.pruneLocked(now)
 	for _, port := range m.byOwner[key] {
 		kept := m.claims[port][:0]
-		var gone Target
+		var gone route.Target
 		for _, t := range m.claims[port] {
 			if t.ElastiService != key {
 				kept = append(kept, t)
@@ -272,16 +242,16 @@ func (m *PortMap) scheduleLocked() {
 			next = r.until
 		}
 	}
-	if next.Equal(m.expiryAt) {
+	if next.Equal(m.expiry.at) {
 		return
 	}
-	m.stopExpiryLocked()
+	m.expiry.cancel()
 	if next.IsZero() {
 		return
 	}
 	timer := m.clock.NewTimer(next.Sub(m.clock.Now()))
 	stop := make(chan struct{})
-	m.expiryAt, m.expiryStop = next, stop
+	m.expiry = expiryTimer{at: next, stop: stop}
 	go func() {
 		select {
 		case <-timer.C():
@@ -292,20 +262,13 @@ func (m *PortMap) scheduleLocked() {
 	}()
 }
 
-func (m *PortMap) stopExpiryLocked() {
-	if m.expiryStop != nil {
-		close(m.expiryStop)
-	}
-	m.expiryAt, m.expiryStop = time.Time{}, nil
-}
-
 // expire unmaps the ports whose linger has ended, forgets the deleted
 // ElastiServices that no longer linger, and tells the waiters. stop
 // identifies the timer that fired.
 func (m *PortMap) expire(stop chan struct{}) {
 	m.mu.Lock()
-	if m.expiryStop == stop {
-		m.expiryAt, m.expiryStop = time.Time{}, nil
+	if m.expiry.stop == stop {
+		m.expiry = expiryTimer{}
 	}
 	m.pruneLocked(m.clock.Now())
 	gone, forget := m.forgottenLocked()
@@ -325,7 +288,7 @@ func (m *PortMap) notifyLocked() {
 // get returns the port's Target if exactly one ElastiService claims it (or
 // none does and it lingers from the last claim), and the channel closed at
 // the next update.
-func (m *PortMap) get(port int32) (Target, bool, <-chan struct{}) {
+func (m *PortMap) get(port int32) (route.Target, bool, <-chan struct{}) {
 	m.mu.RLock()
 	defer m.mu.RUnlock()
 	c := m.claims[port]
@@ -336,30 +299,30 @@ func (m *PortMap) get(port int32) (Target, bool, <-chan struct{}) {
 	if r, ok := m.released[port]; ok && len(c) == 0 && m.clock.Now().Before(r.until) {
 		return r.Target, true, m.changed
 	}
-	return Target{}, false, m.changed
+	return route.Target{}, false, m.changed
 }
 
-// fallbackSaid reports whether the operator says key's traffic goes to its
+// FallbackSaid reports whether the operator says key's traffic goes to its
 // fallback Service now, and returns the channel closed at the next update.
-func (m *PortMap) fallbackSaid(key types.NamespacedName) (bool, <-chan struct{}) {
+func (m *PortMap) FallbackSaid(key types.NamespacedName) (bool, <-chan struct{}) {
 	m.mu.RLock()
 	defer m.mu.RUnlock()
 	return m.fallbackOn[key], m.changed
 }
 
-// wakeProgress returns key's status.wakeProgress, if it has a waking page
+// WakeProgress returns key's status.wakeProgress, if it has a waking page
 // and the operator has set one.
-func (m *PortMap) wakeProgress(key types.NamespacedName) (elastiv1alpha1.WakeProgress, bool) {
+func (m *PortMap) WakeProgress(key types.NamespacedName) (elastiv1alpha1.WakeProgress, bool) {
 	m.mu.RLock()
 	defer m.mu.RUnlock()
 	p, ok := m.progress[key]
 	return p, ok
 }
 
-// services returns the Services that have a port claimed or lingering (the
+// Services returns the Services that have a port claimed or lingering (the
 // ones whose EndpointSlices the resolver must follow), with the fallback
 // Services they name, and the channel closed at the next update.
-func (m *PortMap) services() (map[types.NamespacedName]struct{}, <-chan struct{}) {
+func (m *PortMap) Services() (map[types.NamespacedName]struct{}, <-chan struct{}) {
 	m.mu.RLock()
 	defer m.mu.RUnlock()
 	out := map[types.NamespacedName]struct{}{}
@@ -386,7 +349,7 @@ func (m *PortMap) services() (map[types.NamespacedName]struct{}, <-chan struct{}
 // Lookup returns the port's Target, waiting up to wait for a mapping that has
 // not arrived yet; with wait zero it answers at once. It wakes on PortMap
 // updates, never by polling.
-func (m *PortMap) Lookup(ctx context.Context, port int32, wait time.Duration, after func(time.Duration) <-chan time.Time) (Target, bool) {
+func (m *PortMap) Lookup(ctx context.Context, port int32, wait time.Duration, after func(time.Duration) <-chan time.Time) (route.Target, bool) {
 	t, ok, changed := m.get(port)
 	if ok || wait <= 0 {
 		return t, ok
@@ -396,9 +359,9 @@ func (m *PortMap) Lookup(ctx context.Context, port int32, wait time.Duration, af
 		select {
 		case <-changed:
 		case <-expired:
-			return Target{}, false
+			return route.Target{}, false
 		case <-ctx.Done():
-			return Target{}, false
+			return route.Target{}, false
 		}
 		if t, ok, changed = m.get(port); ok {
 			return t, true

@@ -1,4 +1,4 @@
-package resolver
+package ports
 
 import (
 	"context"
@@ -9,112 +9,14 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"k8s.io/apimachinery/pkg/types"
 	clocktesting "k8s.io/utils/clock/testing"
-	"k8s.io/utils/ptr"
 
 	elastiv1alpha1 "elasti.dev/elasti/api/v1alpha1"
-	"elasti.dev/elasti/internal/testenv/estest"
+	"elasti.dev/elasti/internal/resolver/resolvertest"
 )
 
-// elastiService is the fixture ElastiService for Service svc in proxy mode,
-// with proxy settings and status.proxyPorts: all the resolver reads.
-func elastiService(ns, name, svc string, proxy *elastiv1alpha1.ProxySpec, ports ...elastiv1alpha1.ProxyPort) *elastiv1alpha1.ElastiService {
-	es := estest.New(ns, name, estest.Service(svc), estest.ProxyPorts(ports...))
-	es.Spec.Proxy = proxy
-	es.Status.Mode = elastiv1alpha1.ModeProxy
-	return es
-}
-
-// inMode returns es with status.mode set to mode.
-func inMode(es *elastiv1alpha1.ElastiService, mode elastiv1alpha1.Mode) *elastiv1alpha1.ElastiService {
-	es.Status.Mode = mode
-	return es
-}
-
-func TestTargetsOf(t *testing.T) {
-	es := types.NamespacedName{Namespace: "demo", Name: "web"}
-	svc := types.NamespacedName{Namespace: "demo", Name: "websvc"}
-	healthz := &StaticRules{Rules: []elastiv1alpha1.StaticResponse{{
-		Name: "healthz", Match: elastiv1alpha1.StaticResponseMatch{Path: &elastiv1alpha1.PathMatch{Exact: ptr.To("/healthz")}},
-	}}}
-	tests := []struct {
-		name string
-		in   *elastiv1alpha1.ElastiService
-		want map[int32]Target
-	}{
-		{
-			name: "ports with defaults",
-			in: elastiService("demo", "web", "websvc", nil,
-				elastiv1alpha1.ProxyPort{Name: "http", Port: 80, ResolverPort: 20001},
-				elastiv1alpha1.ProxyPort{Name: "db", Port: 5432, Protocol: "TCP", ResolverPort: 20002}),
-			want: map[int32]Target{
-				20001: {ElastiService: es, Service: svc, PortName: "http", Port: 80},
-				20002: {ElastiService: es, Service: svc, PortName: "db", Port: 5432},
-			},
-		},
-		{
-			name: "spec.proxy bounds are carried",
-			in: elastiService("demo", "web", "websvc", &elastiv1alpha1.ProxySpec{HoldTimeout: "90s", MaxHeldRequests: 7},
-				elastiv1alpha1.ProxyPort{Port: 8080, AppProtocol: "grpc", ResolverPort: 20003}),
-			want: map[int32]Target{
-				20003: {ElastiService: es, Service: svc, Port: 8080, AppProtocol: "grpc", HoldTimeout: 90 * time.Second, MaxHeld: 7},
-			},
-		},
-		{
-			name: "static responses are carried, shared by the ports",
-			in: elastiService("demo", "web", "websvc", &elastiv1alpha1.ProxySpec{StaticResponses: []elastiv1alpha1.StaticResponse{{
-				Name: "healthz", Match: elastiv1alpha1.StaticResponseMatch{Path: &elastiv1alpha1.PathMatch{Exact: ptr.To("/healthz")}},
-			}}},
-				elastiv1alpha1.ProxyPort{Name: "http", Port: 80, ResolverPort: 20008},
-				elastiv1alpha1.ProxyPort{Name: "grpc", Port: 81, ResolverPort: 20009}),
-			want: map[int32]Target{
-				20008: {ElastiService: es, Service: svc, PortName: "http", Port: 80, Static: healthz},
-				20009: {ElastiService: es, Service: svc, PortName: "grpc", Port: 81, Static: healthz},
-			},
-		},
-		{
-			name: "the waking page is carried, shared by the ports, its default applied",
-			in: elastiService("demo", "web", "websvc", &elastiv1alpha1.ProxySpec{WakingPage: &elastiv1alpha1.WakingPage{HTML: "<p>{{phase}}</p>"}},
-				elastiv1alpha1.ProxyPort{Name: "http", Port: 80, ResolverPort: 20010},
-				elastiv1alpha1.ProxyPort{Name: "admin", Port: 81, ResolverPort: 20011}),
-			want: map[int32]Target{
-				20010: {ElastiService: es, Service: svc, PortName: "http", Port: 80, WakingPage: &WakingPage{Refresh: 2, HTML: "<p>{{phase}}</p>"}},
-				20011: {ElastiService: es, Service: svc, PortName: "admin", Port: 81, WakingPage: &WakingPage{Refresh: 2, HTML: "<p>{{phase}}</p>"}},
-			},
-		},
-		{
-			name: "a bad hold timeout falls back to the default",
-			in: elastiService("demo", "web", "websvc", &elastiv1alpha1.ProxySpec{HoldTimeout: "soon"},
-				elastiv1alpha1.ProxyPort{Port: 80, ResolverPort: 20004}),
-			want: map[int32]Target{20004: {ElastiService: es, Service: svc, Port: 80}},
-		},
-		{
-			name: "UDP and unallocated ports are skipped",
-			in: elastiService("demo", "web", "websvc", nil,
-				elastiv1alpha1.ProxyPort{Name: "dns", Port: 53, Protocol: "UDP", ResolverPort: 20005},
-				elastiv1alpha1.ProxyPort{Name: "later", Port: 81}),
-			want: map[int32]Target{},
-		},
-		{
-			name: "serve mode claims nothing",
-			in: inMode(elastiService("demo", "web", "websvc", nil,
-				elastiv1alpha1.ProxyPort{Name: "http", Port: 80, ResolverPort: 20006}), elastiv1alpha1.ModeServe),
-			want: map[int32]Target{},
-		},
-		{
-			name: "no mode yet claims nothing",
-			in: inMode(elastiService("demo", "web", "websvc", nil,
-				elastiv1alpha1.ProxyPort{Name: "http", Port: 80, ResolverPort: 20007}), ""),
-			want: map[int32]Target{},
-		},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			if diff := cmp.Diff(tt.want, TargetsOf(tt.in)); diff != "" {
-				t.Errorf("TargetsOf (-want +got):\n%s", diff)
-			}
-		})
-	}
-}
+// waitTimeout bounds every wait in these tests; the waits are event-driven
+// and end as soon as the condition holds.
+const waitTimeout = 60 * time.Second
 
 func TestPortMapUpdates(t *testing.T) {
 	a := types.NamespacedName{Namespace: "ns", Name: "a"}
@@ -129,22 +31,22 @@ func TestPortMapUpdates(t *testing.T) {
 	}{
 		{
 			name:   "set maps every port",
-			events: func(m *PortMap) { m.Set(elastiService("ns", "a", "sa", nil, pp(1), pp(2))) },
+			events: func(m *PortMap) { m.Set(resolvertest.ElastiService("ns", "a", "sa", nil, pp(1), pp(2))) },
 			want:   map[int32]types.NamespacedName{1: a, 2: a},
 		},
 		{
 			name: "an update replaces earlier ports",
 			events: func(m *PortMap) {
-				m.Set(elastiService("ns", "a", "sa", nil, pp(1), pp(2)))
-				m.Set(elastiService("ns", "a", "sa", nil, pp(3)))
+				m.Set(resolvertest.ElastiService("ns", "a", "sa", nil, pp(1), pp(2)))
+				m.Set(resolvertest.ElastiService("ns", "a", "sa", nil, pp(3)))
 			},
 			want: map[int32]types.NamespacedName{3: a},
 		},
 		{
 			name: "delete forgets",
 			events: func(m *PortMap) {
-				m.Set(elastiService("ns", "a", "sa", nil, pp(1)))
-				m.Set(elastiService("ns", "b", "sb", nil, pp(2)))
+				m.Set(resolvertest.ElastiService("ns", "a", "sa", nil, pp(1)))
+				m.Set(resolvertest.ElastiService("ns", "b", "sb", nil, pp(2)))
 				m.Delete(a)
 			},
 			want: map[int32]types.NamespacedName{2: b},
@@ -152,33 +54,33 @@ func TestPortMapUpdates(t *testing.T) {
 		{
 			name: "a port claimed twice is unmapped until one claim goes",
 			events: func(m *PortMap) {
-				m.Set(elastiService("ns", "a", "sa", nil, pp(1), pp(5)))
-				m.Set(elastiService("ns", "b", "sb", nil, pp(5)))
+				m.Set(resolvertest.ElastiService("ns", "a", "sa", nil, pp(1), pp(5)))
+				m.Set(resolvertest.ElastiService("ns", "b", "sb", nil, pp(5)))
 			},
 			want: map[int32]types.NamespacedName{1: a},
 		},
 		{
 			name: "a serve-mode ElastiService claims nothing, so it is no conflict",
 			events: func(m *PortMap) {
-				m.Set(elastiService("ns", "a", "sa", nil, pp(5)))
-				m.Set(inMode(elastiService("ns", "b", "sb", nil, pp(5), pp(6)), elastiv1alpha1.ModeServe))
+				m.Set(resolvertest.ElastiService("ns", "a", "sa", nil, pp(5)))
+				m.Set(resolvertest.InMode(resolvertest.ElastiService("ns", "b", "sb", nil, pp(5), pp(6)), elastiv1alpha1.ModeServe))
 			},
 			want: map[int32]types.NamespacedName{5: a},
 		},
 		{
 			name: "going to serve mode unmaps (no linger here)",
 			events: func(m *PortMap) {
-				m.Set(elastiService("ns", "a", "sa", nil, pp(1)))
-				m.Set(inMode(elastiService("ns", "a", "sa", nil, pp(1)), elastiv1alpha1.ModeServe))
+				m.Set(resolvertest.ElastiService("ns", "a", "sa", nil, pp(1)))
+				m.Set(resolvertest.InMode(resolvertest.ElastiService("ns", "a", "sa", nil, pp(1)), elastiv1alpha1.ModeServe))
 			},
 			want: map[int32]types.NamespacedName{},
 		},
 		{
 			name: "the remaining claim wins once the other moves",
 			events: func(m *PortMap) {
-				m.Set(elastiService("ns", "a", "sa", nil, pp(5)))
-				m.Set(elastiService("ns", "b", "sb", nil, pp(5)))
-				m.Set(elastiService("ns", "a", "sa", nil, pp(6)))
+				m.Set(resolvertest.ElastiService("ns", "a", "sa", nil, pp(5)))
+				m.Set(resolvertest.ElastiService("ns", "b", "sb", nil, pp(5)))
+				m.Set(resolvertest.ElastiService("ns", "a", "sa", nil, pp(6)))
 			},
 			want: map[int32]types.NamespacedName{5: b, 6: a},
 		},
@@ -208,8 +110,8 @@ func TestPortMapLookupWaitsForMapping(t *testing.T) {
 		got <- ok
 	}()
 	// An unrelated update wakes the waiter without satisfying it.
-	m.Set(elastiService("ns", "other", "svc", nil, elastiv1alpha1.ProxyPort{Port: 80, ResolverPort: 8}))
-	m.Set(elastiService("ns", "a", "svc", nil, elastiv1alpha1.ProxyPort{Port: 80, ResolverPort: 7}))
+	m.Set(resolvertest.ElastiService("ns", "other", "svc", nil, elastiv1alpha1.ProxyPort{Port: 80, ResolverPort: 8}))
+	m.Set(resolvertest.ElastiService("ns", "a", "svc", nil, elastiv1alpha1.ProxyPort{Port: 80, ResolverPort: 7}))
 	select {
 	case ok := <-got:
 		if !ok {
@@ -240,7 +142,7 @@ func TestPortMapLookupGivesUp(t *testing.T) {
 func BenchmarkPortMapLookup(b *testing.B) {
 	m := NewPortMap()
 	for i := range 1000 {
-		m.Set(elastiService("ns", "es-"+strconv.Itoa(i), "svc", nil,
+		m.Set(resolvertest.ElastiService("ns", "es-"+strconv.Itoa(i), "svc", nil,
 			elastiv1alpha1.ProxyPort{Name: "http", Port: 80, ResolverPort: int32(20000 + i)}))
 	}
 	ctx := context.Background()
@@ -318,8 +220,8 @@ func TestLingerEndIsAnEvent(t *testing.T) {
 	m := NewPortMap()
 	m.SetLinger(30*time.Second, clk)
 	m.Set(lingerES("a", "svc-a", 20001))
-	m.Set(inMode(lingerES("a", "svc-a", 20001), elastiv1alpha1.ModeServe))
-	svcs, changed := m.services()
+	m.Set(resolvertest.InMode(lingerES("a", "svc-a", 20001), elastiv1alpha1.ModeServe))
+	svcs, changed := m.Services()
 	if diff := cmp.Diff(map[types.NamespacedName]struct{}{{Namespace: "ns", Name: "svc-a"}: {}}, svcs); diff != "" {
 		t.Fatalf("services while lingering (-want +got):\n%s", diff)
 	}
@@ -329,7 +231,7 @@ func TestLingerEndIsAnEvent(t *testing.T) {
 	case <-time.After(waitTimeout):
 		t.Fatal("the end of the linger was not announced")
 	}
-	if svcs, _ := m.services(); len(svcs) != 0 {
+	if svcs, _ := m.Services(); len(svcs) != 0 {
 		t.Errorf("services after the linger = %v, want none", svcs)
 	}
 }
@@ -343,7 +245,7 @@ func TestPortMapForgetsDeletedElastiServices(t *testing.T) {
 	m := NewPortMap()
 	m.SetLinger(30*time.Second, clk)
 	forgotten := make(chan types.NamespacedName, 10)
-	m.setForget(func(k types.NamespacedName) { forgotten <- k })
+	m.SetForget(func(k types.NamespacedName) { forgotten <- k })
 	none := func(when string) {
 		t.Helper()
 		select {
@@ -372,17 +274,17 @@ func TestPortMapForgetsDeletedElastiServices(t *testing.T) {
 	next("a")
 
 	// Deleted in serve mode, nothing lingering: forgotten at once.
-	m.Set(inMode(lingerES("b", "svc-b", 20002), elastiv1alpha1.ModeServe))
+	m.Set(resolvertest.InMode(lingerES("b", "svc-b", 20002), elastiv1alpha1.ModeServe))
 	m.Delete(types.NamespacedName{Namespace: "ns", Name: "b"})
 	next("b")
 
 	// Back in serve mode only, or deleted and created again: kept.
 	m.Set(lingerES("c", "svc-c", 20003))
-	m.Set(inMode(lingerES("c", "svc-c", 20003), elastiv1alpha1.ModeServe))
+	m.Set(resolvertest.InMode(lingerES("c", "svc-c", 20003), elastiv1alpha1.ModeServe))
 	m.Set(lingerES("d", "svc-d", 20004))
 	m.Delete(types.NamespacedName{Namespace: "ns", Name: "d"})
 	m.Set(lingerES("d", "svc-d", 20004))
-	_, changed := m.services()
+	_, changed := m.Services()
 	clk.Step(30 * time.Second)
 	select {
 	case <-changed: // c's linger ended

@@ -1,4 +1,4 @@
-package resolver
+package ports
 
 import (
 	"context"
@@ -17,6 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 
 	"elasti.dev/elasti/internal/contract"
+	"elasti.dev/elasti/internal/resolver/endpoints"
 )
 
 // sliceWatches follows the EndpointSlices of exactly the Services the
@@ -27,17 +28,17 @@ import (
 // the Service has no port left, lingering ones included, so the resolver
 // holds the slices of the Services it may forward to and of no other.
 //
-// Each informer feeds Endpoints through a feed of its own (endpoints.go):
+// Each informer feeds Endpoints through a Feed of its own:
 // until the informer has delivered its first full list the Service has no
 // ready endpoint, so forwarding never starts on a partial view, and held
 // requests are released by the event that completes the list or by the
 // first ready endpoint after it.
 type sliceWatches struct {
 	ports     *PortMap
-	endpoints *Endpoints
+	endpoints *endpoints.Endpoints
 	// start runs one informer of svc's own slices into f until ctx ends:
 	// informSlices in production, a stand-in in tests.
-	start func(ctx context.Context, svc types.NamespacedName, f feed)
+	start func(ctx context.Context, svc types.NamespacedName, f endpoints.Feed)
 
 	mu      sync.Mutex
 	running map[types.NamespacedName]runningWatch
@@ -45,11 +46,11 @@ type sliceWatches struct {
 
 type runningWatch struct {
 	stop context.CancelFunc
-	feed feed
+	feed endpoints.Feed
 }
 
-func newSliceWatches(ports *PortMap, endpoints *Endpoints, start func(context.Context, types.NamespacedName, feed)) *sliceWatches {
-	return &sliceWatches{ports: ports, endpoints: endpoints, start: start, running: map[types.NamespacedName]runningWatch{}}
+func newSliceWatches(ports *PortMap, eps *endpoints.Endpoints, start func(context.Context, types.NamespacedName, endpoints.Feed)) *sliceWatches {
+	return &sliceWatches{ports: ports, endpoints: eps, start: start, running: map[types.NamespacedName]runningWatch{}}
 }
 
 // run keeps the informers in step with the PortMap until ctx ends, then
@@ -57,7 +58,7 @@ func newSliceWatches(ports *PortMap, endpoints *Endpoints, start func(context.Co
 // never on a timer of its own.
 func (w *sliceWatches) run(ctx context.Context) {
 	for {
-		want, changed := w.ports.services()
+		want, changed := w.ports.Services()
 		w.reconcile(ctx, want)
 		select {
 		case <-changed:
@@ -76,7 +77,7 @@ func (w *sliceWatches) reconcile(ctx context.Context, want map[types.NamespacedN
 	for svc, rw := range w.running {
 		if _, ok := want[svc]; !ok {
 			rw.stop()
-			rw.feed.stop()
+			rw.feed.Stop()
 			delete(w.running, svc)
 		}
 	}
@@ -87,7 +88,7 @@ func (w *sliceWatches) reconcile(ctx context.Context, want map[types.NamespacedN
 		if _, ok := w.running[svc]; ok {
 			continue
 		}
-		f := w.endpoints.startFeed(svc)
+		f := w.endpoints.StartFeed(svc)
 		watchCtx, stop := context.WithCancel(ctx)
 		w.running[svc] = runningWatch{stop: stop, feed: f}
 		w.start(watchCtx, svc, f)
@@ -124,8 +125,8 @@ func ownSlices(svc string) (labels.Selector, error) {
 // informer on client of the Service's own slices in its namespace, whose
 // events go to the feed, and which reports the feed synced once the first
 // list has been delivered (an event, not a poll).
-func informSlices(client discoveryv1client.EndpointSlicesGetter, log logr.Logger) func(context.Context, types.NamespacedName, feed) {
-	return func(ctx context.Context, svc types.NamespacedName, f feed) {
+func informSlices(client discoveryv1client.EndpointSlicesGetter, log logr.Logger) func(context.Context, types.NamespacedName, endpoints.Feed) {
+	return func(ctx context.Context, svc types.NamespacedName, f endpoints.Feed) {
 		log := log.WithValues("service", svc.String())
 		sel, err := ownSlices(svc.Name)
 		if err != nil {
@@ -154,7 +155,7 @@ func informSlices(client discoveryv1client.EndpointSlicesGetter, log logr.Logger
 			UpdateFunc: func(_, obj any) { updateSlice(f, obj) },
 			DeleteFunc: func(obj any) {
 				if key, ok := deletedKey(obj); ok {
-					f.delete(key.Namespace, key.Name)
+					f.Delete(key.Namespace, key.Name)
 				}
 			},
 		})
@@ -166,7 +167,7 @@ func informSlices(client discoveryv1client.EndpointSlicesGetter, log logr.Logger
 		go func() {
 			select {
 			case <-reg.HasSyncedChecker().Done():
-				f.synced()
+				f.Synced()
 			case <-ctx.Done():
 			}
 		}()
@@ -174,8 +175,8 @@ func informSlices(client discoveryv1client.EndpointSlicesGetter, log logr.Logger
 	}
 }
 
-func updateSlice(f feed, obj any) {
+func updateSlice(f endpoints.Feed, obj any) {
 	if s, ok := obj.(*discoveryv1.EndpointSlice); ok {
-		f.update(s)
+		f.Update(s)
 	}
 }

@@ -1,4 +1,4 @@
-package resolver
+package ports
 
 import (
 	"context"
@@ -11,6 +11,8 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 
 	elastiv1alpha1 "elasti.dev/elasti/api/v1alpha1"
+	"elasti.dev/elasti/internal/resolver/endpoints"
+	"elasti.dev/elasti/internal/resolver/resolvertest"
 )
 
 // fakeInformers stands in for the per-Service informers: it records which
@@ -21,12 +23,12 @@ type fakeInformers struct {
 	started map[types.NamespacedName]int
 }
 
-func (f *fakeInformers) start(ctx context.Context, svc types.NamespacedName, fd feed) {
+func (f *fakeInformers) start(ctx context.Context, svc types.NamespacedName, fd endpoints.Feed) {
 	f.mu.Lock()
 	f.live[svc] = true
 	f.started[svc]++
 	f.mu.Unlock()
-	fd.synced()
+	fd.Synced()
 	go func() {
 		<-ctx.Done()
 		f.mu.Lock()
@@ -52,10 +54,10 @@ func (f *fakeInformers) running() map[types.NamespacedName]bool {
 // stopped lingering, and never for a Service in serve mode.
 func TestSliceWatchesFollowMappedServices(t *testing.T) {
 	clk := clocktesting.NewFakeClock(time.Unix(1000, 0))
-	ports, endpoints := NewPortMap(), NewEndpoints()
+	ports, eps := NewPortMap(), endpoints.New()
 	ports.SetLinger(30*time.Second, clk)
 	inf := &fakeInformers{live: map[types.NamespacedName]bool{}, started: map[types.NamespacedName]int{}}
-	w := newSliceWatches(ports, endpoints, inf.start)
+	w := newSliceWatches(ports, eps, inf.start)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() {
@@ -86,7 +88,7 @@ func TestSliceWatchesFollowMappedServices(t *testing.T) {
 			live := inf.running()
 			feeds := map[types.NamespacedName]bool{}
 			for _, svc := range []types.NamespacedName{svcA, svcB, svcC} {
-				if endpoints.feeding(svc) {
+				if eps.Feeding(svc) {
 					feeds[svc] = true
 				}
 			}
@@ -102,18 +104,18 @@ func TestSliceWatchesFollowMappedServices(t *testing.T) {
 
 	// A in serve mode is not followed. B's informer starting shows that
 	// the loop has seen A's (earlier) update too.
-	ports.Set(inMode(elastiService("ns", "a", "svc-a", nil, pp(1)), elastiv1alpha1.ModeServe))
-	ports.Set(elastiService("ns", "b", "svc-b", nil, pp(2)))
+	ports.Set(resolvertest.InMode(resolvertest.ElastiService("ns", "a", "svc-a", nil, pp(1)), elastiv1alpha1.ModeServe))
+	ports.Set(resolvertest.ElastiService("ns", "b", "svc-b", nil, pp(2)))
 	waitFor("only the proxy-mode Service", svcB)
 
-	ports.Set(elastiService("ns", "a", "svc-a", nil, pp(1)))
+	ports.Set(resolvertest.ElastiService("ns", "a", "svc-a", nil, pp(1)))
 	waitFor("A in proxy mode", svcA, svcB)
 
 	// Back to serve mode, and B deleted: both linger, so both stay
 	// followed. C's start shows the loop has seen the changes.
-	ports.Set(inMode(elastiService("ns", "a", "svc-a", nil, pp(1)), elastiv1alpha1.ModeServe))
+	ports.Set(resolvertest.InMode(resolvertest.ElastiService("ns", "a", "svc-a", nil, pp(1)), elastiv1alpha1.ModeServe))
 	ports.Delete(types.NamespacedName{Namespace: "ns", Name: "b"})
-	ports.Set(elastiService("ns", "c", "svc-c", nil, pp(3)))
+	ports.Set(resolvertest.ElastiService("ns", "c", "svc-c", nil, pp(3)))
 	waitFor("lingering Services are still followed", svcA, svcB, svcC)
 
 	// The lingers end: their informers stop and the feeds go.
@@ -121,7 +123,7 @@ func TestSliceWatchesFollowMappedServices(t *testing.T) {
 	waitFor("after the linger", svcC)
 
 	// A back in proxy mode gets a fresh informer.
-	ports.Set(elastiService("ns", "a", "svc-a", nil, pp(1)))
+	ports.Set(resolvertest.ElastiService("ns", "a", "svc-a", nil, pp(1)))
 	waitFor("A in proxy mode again", svcA, svcC)
 	inf.mu.Lock()
 	startsA := inf.started[svcA]

@@ -1,4 +1,4 @@
-package resolver
+package route
 
 import (
 	"strconv"
@@ -91,9 +91,9 @@ func (t Target) H2C() bool {
 	return strings.HasPrefix(name, "grpc") || strings.HasPrefix(name, "h2c")
 }
 
-// portKey names the Service port inside the upstream connection pool; it is
+// PortKey names the Service port inside the upstream connection pool; it is
 // not a resolvable host name and is never dialed as such.
-func (t Target) portKey() string {
+func (t Target) PortKey() string {
 	p := t.PortName
 	if p == "" {
 		p = "p" + strconv.Itoa(int(t.Port))

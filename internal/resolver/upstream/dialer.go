@@ -1,4 +1,4 @@
-package resolver
+package upstream
 
 import (
 	"context"
@@ -9,26 +9,30 @@ import (
 
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/clock"
+
+	"elasti.dev/elasti/internal/resolver/route"
 )
 
 // ErrNoEndpoint means no ready endpoint accepted a connection before the
 // deadline.
 var ErrNoEndpoint = errors.New("no ready endpoint accepted the connection")
 
-// endpointSource is what the dialer and the hold logic need from Endpoints.
-type endpointSource interface {
+// Endpoints is what forwarding needs of the endpoint source
+// (endpoints.Endpoints): the order in which to try a Service port's ready
+// endpoints, one of them chosen in turn, and an event at each change.
+type Endpoints interface {
 	Candidates(svc types.NamespacedName, portName, prefer string) []string
+	Next(svc types.NamespacedName, portName string) (string, bool)
 	Changed(svc types.NamespacedName) <-chan struct{}
-	AnyReady(svc types.NamespacedName) bool
 }
 
-// dialer connects to a ready endpoint of a Target. An endpoint can be listed
+// Dialer connects to a ready endpoint of a Target. An endpoint can be listed
 // ready a moment before it accepts connections, or go away between the event
 // and the dial, so a refused dial moves on to the next ready endpoint; when
 // every one refused, the dialer waits for the next endpoint event or a short
 // backoff, whichever comes first, and tries again until the deadline.
-type dialer struct {
-	endpoints endpointSource
+type Dialer struct {
+	endpoints Endpoints
 	clock     clock.Clock
 	// dialFunc makes one TCP connection; injected so tests can stand in
 	// for pod networking.
@@ -39,43 +43,56 @@ type dialer struct {
 	retryMax       time.Duration
 }
 
-// dialContext is the http.Transport's DialContext, and the one place where
+// NewDialer dials ready endpoints of eps with dial, each attempt bounded by
+// attemptTimeout.
+func NewDialer(eps Endpoints, clk clock.Clock, dial func(ctx context.Context, network, addr string) (net.Conn, error), attemptTimeout time.Duration) *Dialer {
+	return &Dialer{
+		endpoints:      eps,
+		clock:          clk,
+		dialFunc:       dial,
+		attemptTimeout: attemptTimeout,
+		retryMin:       25 * time.Millisecond,
+		retryMax:       time.Second,
+	}
+}
+
+// DialContext is the http.Transport's DialContext, and the one place where
 // an L7 request's destination is chosen. It is chosen here, not in the
 // request's URL, for two reasons. Nothing a client sends (Host, URI) can
 // then steer the resolver anywhere but a ready endpoint of the Target its
 // port maps to, so the resolver is no open proxy. And the Transport pools
-// connections by URL host, which only names the Service port (portKey):
+// connections by URL host, which only names the Service port (PortKey):
 // each new connection picks the next ready endpoint, spreading load, and a
 // refused dial moves on to another endpoint inside the Transport, where
 // ReverseProxy would otherwise answer 502 at once.
 //
-// The HTTP/2 pool is keyed by endpoint instead (see reverseProxy), so that
+// The HTTP/2 pool is keyed by endpoint instead (see Proxy.Forward), so that
 // its multiplexed connections spread over the pods too; addr then names the
 // endpoint chosen for the request, and it is tried first. It is only ever a
 // preference among the ready endpoints: an address that is not one of them
 // is never dialed.
-func (d *dialer) dialContext(ctx context.Context, _, addr string) (net.Conn, error) {
-	rt, ok := routeFrom(ctx)
-	if !ok || !rt.released {
+func (d *Dialer) DialContext(ctx context.Context, _, addr string) (net.Conn, error) {
+	rel, ok := route.ReleaseFrom(ctx)
+	if !ok {
 		return nil, errors.New("dial without a target: the resolver only dials ready endpoints of mapped Services")
 	}
-	ctx, cancel := context.WithDeadline(ctx, rt.deadline)
+	ctx, cancel := context.WithDeadline(ctx, rel.Deadline)
 	defer cancel()
-	if rt.done != nil {
+	if rel.Done != nil {
 		go func() {
 			select {
-			case <-rt.done:
+			case <-rel.Done:
 				cancel()
 			case <-ctx.Done():
 			}
 		}()
 	}
-	return d.dial(ctx, rt.target, addr)
+	return d.Dial(ctx, rel.Dest, addr)
 }
 
-// dial connects to one ready endpoint of t before ctx ends, trying prefer
+// Dial connects to one ready endpoint of t before ctx ends, trying prefer
 // first while it is one of them.
-func (d *dialer) dial(ctx context.Context, t Target, prefer string) (net.Conn, error) {
+func (d *Dialer) Dial(ctx context.Context, t route.Target, prefer string) (net.Conn, error) {
 	backoff := d.retryMin
 	var lastErr error
 	for {

@@ -1,22 +1,63 @@
-package resolver
+package upstream
 
 import (
 	"context"
 	"errors"
+	"log"
 	"net"
 	"net/http"
 	"net/http/httputil"
 	"strconv"
 	"sync"
 	"time"
+
+	"github.com/go-logr/logr"
+	"k8s.io/apimachinery/pkg/types"
+
+	"elasti.dev/elasti/internal/resolver/hold"
+	"elasti.dev/elasti/internal/resolver/route"
 )
 
-// The L7 forwarding path, twin of serveTCP's dial and splice: once the hold
-// has released a request, forward reverse-proxies it to a ready pod of its
-// Target and streams the answer back.
+// The L7 forwarding path, twin of TCP's dial and splice: once the hold has
+// released a request, Proxy.Forward reverse-proxies it to a ready pod of
+// its Target and streams the answer back.
+
+// Recorder takes what forwarding counts (the resolver's metrics).
+type Recorder interface {
+	// Forwarded counts a request or connection forwarded to a pod.
+	Forwarded(es types.NamespacedName)
+	// ForwardLatency records how long a forwarded HTTP request took from
+	// the start of forwarding to the pod's response headers.
+	ForwardLatency(es types.NamespacedName, d time.Duration)
+	// DialFailed counts a request or connection that no pod took.
+	DialFailed(es types.NamespacedName)
+	// Draining counts a connection refused because the resolver stops.
+	Draining(es types.NamespacedName)
+}
+
+// Proxy forwards released HTTP requests to ready pods.
+type Proxy struct {
+	pools     upstreams
+	endpoints Endpoints
+	// pacer gives the requests a hold released their turns.
+	pacer *hold.Pacer
+	rec   Recorder
+	log   logr.Logger
+	// errorLog takes net/http's own error logs.
+	errorLog *log.Logger
+}
+
+// NewProxy forwards through d, picking HTTP/2 endpoints of eps, and
+// paces released bursts with pacer.
+func NewProxy(d *Dialer, eps Endpoints, pacer *hold.Pacer, rec Recorder, logger logr.Logger, errorLog *log.Logger) *Proxy {
+	return &Proxy{pools: newUpstreams(d.DialContext), endpoints: eps, pacer: pacer, rec: rec, log: logger, errorLog: errorLog}
+}
+
+// CloseIdle closes the kept-alive pod connections no request is using.
+func (p *Proxy) CloseIdle() { p.pools.closeIdle() }
 
 // upstreams are the connection pools to the pods, shared by every request
-// and every Target. Both dial through the dialer (see dialContext for why
+// and every Target. Both dial through the Dialer (see DialContext for why
 // the destination is chosen there).
 type upstreams struct {
 	h1 *http.Transport
@@ -80,24 +121,20 @@ func (p *bufferPool) Put(b []byte) {
 // pick chooses the pool: gRPC and h2c ports, and clients that already speak
 // HTTP/2 cleartext, go upstream over HTTP/2; the rest over HTTP/1.1, which
 // also carries WebSocket upgrades. multiplexed says the pool is HTTP/2.
-func (u upstreams) pick(t Target, req *http.Request) (rt http.RoundTripper, multiplexed bool) {
+func (u upstreams) pick(t route.Target, req *http.Request) (rt http.RoundTripper, multiplexed bool) {
 	if t.H2C() || req.ProtoMajor == 2 {
 		return u.h2, true
 	}
 	return u.h1, false
 }
 
-// forward is the last handler of the chain. It reads the request's route
-// once and serves the request through a reverse proxy bound to it, so that
-// no step of the proxying has to look the route up again.
-func (r *Resolver) forward(w http.ResponseWriter, req *http.Request) {
-	rt, ok := routeFrom(req.Context())
-	if !ok || !rt.released {
-		r.misrouted(w)
-		return
-	}
-	transport, multiplexed := r.upstreams.pick(rt.target, req)
-	host := rt.target.portKey()
+// Forward serves req, which the hold released as rel, through a reverse
+// proxy bound to rel.Dest, so that no step of the proxying has to look the
+// destination up again. A request that lived a cold start first waits for
+// its turn of the release pacer, unless it holds one already (rel.Turn).
+func (p *Proxy) Forward(w http.ResponseWriter, req *http.Request, rel route.Release) {
+	transport, multiplexed := p.pools.pick(rel.Dest, req)
+	host := rel.Dest.PortKey()
 	if multiplexed {
 		// An HTTP/2 connection carries every request of its pool key, so
 		// keyed by the Service port all of them would reach one pod. Keyed
@@ -105,30 +142,30 @@ func (r *Resolver) forward(w http.ResponseWriter, req *http.Request) {
 		// connection per pod and requests rotate across them, as new
 		// HTTP/1.1 connections do. The dialer still dials only ready
 		// endpoints; if none is left, it waits as for HTTP/1.1.
-		if addr, ok := r.endpoints.Next(rt.target.Service, rt.target.PortName); ok {
+		if addr, ok := p.endpoints.Next(rel.Dest.Service, rel.Dest.PortName); ok {
 			host = addr
 		}
 	}
 	coldStart := ""
 	turnDone := func() {}
-	if rt.coldStart {
-		coldStart = formatColdStart(rt.waited)
-		// A parked request waited for its turn while parked (park.go).
-		done := rt.turn
+	if rel.ColdStart {
+		coldStart = formatColdStart(rel.Waited)
+		// A parked request waited for its turn while parked.
+		done := rel.Turn
 		if done == nil {
 			var ok bool
-			done, ok = r.pacer.wait(req.Context().Done(), rt.target.ElastiService)
+			done, ok = p.pacer.Wait(req.Context().Done(), rel.Dest.ElastiService)
 			if !ok {
 				// The client left while the burst ahead of it was
 				// forwarded: nothing of its request reached the target.
-				r.opts.Log.V(1).Info("client went away while waiting for its turn", "elastiservice", rt.target.ElastiService.String())
+				p.log.V(1).Info("client went away while waiting for its turn", "elastiservice", rel.Dest.ElastiService.String())
 				return
 			}
 		}
 		defer done()
 		turnDone = done
 	}
-	r.reverseProxy(rt.target, transport, host, coldStart, turnDone, time.Now()).ServeHTTP(w, req)
+	p.reverseProxy(rel.Dest, transport, host, coldStart, turnDone, time.Now()).ServeHTTP(w, req)
 }
 
 // HeaderColdStart is set on the answer to a request that was held until its
@@ -149,7 +186,7 @@ func formatColdStart(d time.Duration) string {
 // called once the response headers are in, or forwarding failed; started is
 // when forwarding began, after any hold and turn. It is cheap to build: the
 // pools live in transport, and the proxy itself holds no state.
-func (r *Resolver) reverseProxy(t Target, transport http.RoundTripper, host, coldStart string, turnDone func(), started time.Time) *httputil.ReverseProxy {
+func (p *Proxy) reverseProxy(t route.Target, transport http.RoundTripper, host, coldStart string, turnDone func(), started time.Time) *httputil.ReverseProxy {
 	es := t.ElastiService
 	return &httputil.ReverseProxy{
 		Rewrite: func(pr *httputil.ProxyRequest) {
@@ -182,11 +219,11 @@ func (r *Resolver) reverseProxy(t Target, transport http.RoundTripper, host, col
 		// answer (grpc-status in the only HEADERS frame) into headers and
 		// an empty end of stream that clients reject.
 		FlushInterval: 0,
-		ErrorLog:      r.errorLog,
+		ErrorLog:      p.errorLog,
 		ModifyResponse: func(res *http.Response) error {
 			turnDone()
-			r.metrics.ForwardLatency.WithLabelValues(es.Namespace, es.Name).Observe(time.Since(started).Seconds())
-			r.metrics.Forwarded.WithLabelValues(es.Namespace, es.Name).Inc()
+			p.rec.ForwardLatency(es, time.Since(started))
+			p.rec.Forwarded(es)
 			// The target has a ready endpoint, so the client should reach it
 			// straight through the Service from now on. 101 must keep its
 			// "Connection: Upgrade".
@@ -204,11 +241,11 @@ func (r *Resolver) reverseProxy(t Target, transport http.RoundTripper, host, col
 		ErrorHandler: func(w http.ResponseWriter, req *http.Request, err error) {
 			turnDone()
 			if req.Context().Err() != nil {
-				r.opts.Log.V(1).Info("client went away during forwarding", "elastiservice", es.String())
+				p.log.V(1).Info("client went away during forwarding", "elastiservice", es.String())
 				return
 			}
-			r.metrics.reject(es, ReasonDialFailed)
-			r.opts.Log.Error(err, "forwarding failed", "elastiservice", es.String())
+			p.rec.DialFailed(es)
+			p.log.Error(err, "forwarding failed", "elastiservice", es.String())
 			status := http.StatusBadGateway
 			if errors.Is(err, ErrNoEndpoint) || errors.Is(err, context.DeadlineExceeded) {
 				status = http.StatusGatewayTimeout

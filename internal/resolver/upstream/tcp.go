@@ -1,0 +1,103 @@
+package upstream
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net"
+
+	"github.com/go-logr/logr"
+
+	"elasti.dev/elasti/internal/resolver/hold"
+	"elasti.dev/elasti/internal/resolver/park"
+	"elasti.dev/elasti/internal/resolver/route"
+)
+
+// TCP forwards plain TCP connections: hold, dial, splice.
+type TCP struct {
+	hold   *hold.Hold
+	dialer *Dialer
+	rec    Recorder
+	log    logr.Logger
+	// readAhead bounds what is read from a held connection.
+	readAhead int
+	// stop ends holds and dials (the resolver's drain timeout).
+	stop context.Context
+}
+
+// NewTCP holds through h and dials through d; stop ends holds and dials.
+func NewTCP(stop context.Context, h *hold.Hold, d *Dialer, rec Recorder, log logr.Logger, readAhead int) *TCP {
+	return &TCP{hold: h, dialer: d, rec: rec, log: log, readAhead: readAhead, stop: stop}
+}
+
+// Serve holds a TCP connection until its Target (or, with
+// spec.proxy.fallback, the fallback Service) has a ready endpoint, dials
+// one, replays what was read while holding, and splices the two. A
+// full queue, a hold timeout, a client that left or sent more than the
+// read-ahead bound, or a failed dial close the client connection: TCP has
+// no way to say more.
+func (p *TCP) Serve(c net.Conn, t route.Target) {
+	defer c.Close()
+	log := p.log.WithValues("elastiservice", t.ElastiService.String())
+	h := park.WatchHeld(c, p.readAhead)
+	rel, err := p.hold.Hold(p.stop, t, h.Watch)
+	pending, werr := h.StopWatching()
+	if err == nil && errors.Is(werr, hold.ErrClientGone) {
+		// Gone as the hold let it through: still never forwarded.
+		err = werr
+	}
+	if err != nil {
+		if errors.Is(err, hold.ErrStopping) {
+			p.rec.Draining(t.ElastiService)
+		}
+		log.V(1).Info("TCP connection not forwarded", "reason", err.Error())
+		return
+	}
+	dctx, dcancel := context.WithDeadline(p.stop, rel.Deadline)
+	up, err := p.dialer.Dial(dctx, rel.Dest, "")
+	dcancel()
+	if err != nil {
+		p.rec.DialFailed(t.ElastiService)
+		log.Error(err, "TCP forwarding failed")
+		return
+	}
+	defer up.Close()
+	p.rec.Forwarded(t.ElastiService)
+	if len(pending) > 0 {
+		if _, err := up.Write(pending); err != nil {
+			log.V(1).Info("write held bytes upstream failed", "err", err.Error())
+			return
+		}
+	}
+	splice(c, up)
+}
+
+// splice copies both ways until both directions are done, passing each
+// half-close on to the other side. If one direction fails, both connections
+// are closed so the other copy ends too.
+func splice(client, up net.Conn) {
+	errc := make(chan error, 1)
+	go func() {
+		_, err := io.Copy(up, client)
+		closeWrite(up)
+		errc <- err
+	}()
+	_, err := io.Copy(client, up)
+	closeWrite(client)
+	if err != nil {
+		_ = client.Close()
+		_ = up.Close()
+	}
+	if err := <-errc; err != nil {
+		_ = client.Close()
+		_ = up.Close()
+	}
+}
+
+func closeWrite(c net.Conn) {
+	if cw, ok := c.(interface{ CloseWrite() error }); ok {
+		_ = cw.CloseWrite()
+		return
+	}
+	_ = c.Close()
+}
