@@ -22,6 +22,7 @@ import (
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	elastiv1alpha1 "elasti.dev/elasti/api/v1alpha1"
@@ -72,6 +73,9 @@ type operatorOptions struct {
 	deps     func(*Deps)
 	// rest, if set, is the identity the operator runs as (default: admin).
 	rest *rest.Config
+	// intercept, if set, wraps the manager's client: a test puts another
+	// writer's write right before one of the operator's own.
+	intercept *interceptor.Funcs
 }
 
 var nsCounter atomic.Int64
@@ -112,6 +116,16 @@ func startOperator(t *testing.T, o operatorOptions) *operator {
 		Cache:                  CacheOptions(cfg),
 		Metrics:                metricsserver.Options{BindAddress: "0"},
 		HealthProbeBindAddress: "0",
+		NewClient: func(config *rest.Config, options client.Options) (client.Client, error) {
+			if o.intercept == nil {
+				return client.New(config, options)
+			}
+			c, err := client.NewWithWatch(config, options)
+			if err != nil {
+				return nil, err
+			}
+			return interceptor.NewClient(c, *o.intercept), nil
+		},
 	})
 	if err != nil {
 		t.Fatalf("create manager: %v", err)

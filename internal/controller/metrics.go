@@ -12,7 +12,7 @@ import (
 var (
 	reconcileDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Name:    "elasti_operator_reconcile_duration_seconds",
-		Help:    "Time one ElastiService reconcile took, by result (success, error).",
+		Help:    "Time one ElastiService reconcile took, by result (success, error, or conflict: a write met a newer version of its object, and the reconcile runs again).",
 		Buckets: prometheus.ExponentialBuckets(0.001, 2, 15),
 	}, []string{"result"})
 	scaleOperations = prometheus.NewCounterVec(prometheus.CounterOpts{
@@ -35,6 +35,10 @@ var (
 		Name: "elasti_operator_wake_requests_total",
 		Help: "Activation calls the leader handed to the reconciler, by whether the call started a wake or joined one already pending (wake: started, joined).",
 	}, []string{"namespace", "elastiservice", "wake"})
+	writeConflicts = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "elasti_operator_write_conflicts_total",
+		Help: "Reconciles whose write met a newer version of its object (another writer, or the cache behind the API server) and that ran again at once, with no Warning Event.",
+	}, []string{"namespace", "elastiservice"})
 	resolverPortsAllocated = prometheus.NewGauge(prometheus.GaugeOpts{
 		Name: "elasti_operator_resolver_ports_allocated",
 		Help: "Resolver ports this operator has allocated.",
@@ -42,7 +46,7 @@ var (
 )
 
 func init() {
-	metrics.Registry.MustRegister(reconcileDuration, scaleOperations, modeGauge, triggerEvaluations, activations, wakeRequestCount, resolverPortsAllocated)
+	metrics.Registry.MustRegister(reconcileDuration, scaleOperations, modeGauge, triggerEvaluations, activations, wakeRequestCount, writeConflicts, resolverPortsAllocated)
 }
 
 func setModeMetric(namespace, name string, mode elastiv1alpha1.Mode) {
@@ -62,6 +66,7 @@ func forgetMetrics(namespace, name string) {
 	triggerEvaluations.DeletePartialMatch(labels)
 	activations.DeletePartialMatch(labels)
 	wakeRequestCount.DeletePartialMatch(labels)
+	writeConflicts.DeletePartialMatch(labels)
 	forgetLedgerMetrics(labels)
 }
 

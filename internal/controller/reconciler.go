@@ -53,10 +53,27 @@ type Reconciler struct {
 
 var _ reconcile.Reconciler = (*Reconciler)(nil)
 
+// conflictRetry is how soon a reconcile whose write met a newer version of
+// the object runs again.
+const conflictRetry = 100 * time.Millisecond
+
 // Reconcile brings one ElastiService's world in line with its spec.
 func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.Result, err error) {
 	start := time.Now()
-	defer func() { reconcileDuration.WithLabelValues(resultLabel(err)).Observe(time.Since(start).Seconds()) }()
+	defer func() {
+		result := resultLabel(err)
+		if apierrors.IsConflict(err) {
+			// Another writer changed an object between this reconcile's read
+			// and its write. That is no failure: the next reconcile reads the
+			// object again and writes from what it finds. No Warning, no
+			// error log, no backoff: the other write's watch event, or this
+			// requeue, brings the next reconcile.
+			ctrl.LoggerFrom(ctx).V(1).Info("write conflict: reconciling again", "error", err.Error())
+			writeConflicts.WithLabelValues(req.Namespace, req.Name).Inc()
+			result, res, err = "conflict", ctrl.Result{RequeueAfter: conflictRetry}, nil
+		}
+		reconcileDuration.WithLabelValues(result).Observe(time.Since(start).Seconds())
+	}()
 
 	es := &elastiv1alpha1.ElastiService{}
 	if err := r.client.Get(ctx, req.NamespacedName, es); err != nil {
@@ -106,7 +123,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.
 		fx, err = r.execute(ctx, es, o, l, p)
 	}
 	if err != nil {
-		r.recorder.Eventf(es, nil, corev1.EventTypeWarning, EventScaleFailed, "Reconcile", "%v", err)
+		if !apierrors.IsConflict(err) {
+			r.recorder.Eventf(es, nil, corev1.EventTypeWarning, EventScaleFailed, "Reconcile", "%v", err)
+		}
 		if p.wake && !fx.woke && scaleRefusal(err) {
 			if rerr := r.reportRefusedWake(ctx, es, o, err); rerr != nil {
 				ctrl.LoggerFrom(ctx).Error(rerr, "cannot report the refused wake")
