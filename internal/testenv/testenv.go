@@ -84,6 +84,11 @@ func Start(opts Options) (*Env, error) {
 		CRDDirectoryPaths:     crds,
 		ErrorIfCRDPathMissing: true,
 		Scheme:                s,
+		// make test starts a dozen API servers at once beside the unit
+		// tests on two CPUs; envtest's default of 20 s to become ready is
+		// too short for that (seen: "timeout waiting for process
+		// kube-apiserver to start successfully").
+		ControlPlaneStartTimeout: 3 * time.Minute,
 	}
 	// envtest's default Service range is a /24: 254 ClusterIPs for a whole
 	// package, which the controller suite's Services (never deleted, as
