@@ -7,38 +7,35 @@
 // a local port stands for. A port only ever leads to its own Service: there is
 // no Host-header routing, so the resolver cannot be used as an open proxy.
 //
-// A connection's way through, file by file:
-//   - listeners.go: listenerSet pre-opens the port range and runs one accept
-//     loop per port; it hands every connection, with its port, to the
-//     Resolver and decides nothing itself;
-//   - resolver.go: Resolver.handleConn looks the port up in the PortMap
-//     (portmap.go) and dispatches by the Target's Layer (target.go): L7
-//     connections go to the one http.Server through connListener
-//     (connlistener.go), L4 ones to serveTCP, unmapped ones are refused;
-//   - handler.go: the L7 server and its handler chain, built in one place;
-//     context.go: the route each L7 request carries through its context;
-//   - staticresponse.go: requests that a rule of spec.proxy.staticResponses
-//     matches (health checks, uptime monitors) are answered there, before
-//     the hold: they never wake the target nor count as traffic;
-//   - wakingpage.go: with spec.proxy.wakingPage, a browser's page load
-//     while the target has no ready endpoint is answered there with a page
-//     that reloads itself (wakingpagehtml.go; accept.go reads the Accept
-//     header); it wakes the target like a held request, but is not held;
-//   - holdqueue.go: holding, shared by both layers: the per-ElastiService
-//     HoldQueue bound and the event-driven wait for a ready endpoint
-//     (Endpoints, endpoints.go), which starts activation (waker.go) and
-//     watches the held client: a client that leaves is never forwarded.
-//     Traffic let through at once, to a target already ready, is reported
-//     to the operator instead (traffic.go), throttled and asynchronous;
-//     heldbody.go (HTTP/1.x bodies) and heldConn in tcp.go read ahead,
-//     bounded, because reading is how a departure shows;
-//   - proxy.go (L7) and tcp.go (L4): forwarding once released (an L7
-//     answer after a cold start says how long it took), both dialing
-//     through the dialer (dialer.go), which picks a ready endpoint and
-//     retries refused dials.
+// This package builds the parts and owns their lifecycle; each part is a
+// package with one job (docs/architecture.md#inside-the-resolver has the
+// map):
+//   - route: what a port leads to (Target, from the ElastiService), the
+//     Route of a connection and the Release the hold adds to a request;
+//   - endpoints: the ready endpoints of each Service, from its own
+//     EndpointSlices, with an event at each change;
+//   - ports: the pre-opened listeners, the PortMap fed by the ElastiService
+//     informer (ports.Watch), and the watches of the mapped Services' slices;
+//   - hold: whether a request goes through now, and the event-driven hold
+//     until it can (queue bound, activation, fallback, release pace);
+//   - park: where a held bodiless HTTP/1.x request waits without its
+//     handler, the watches of held clients, and the hand-off of connections
+//     to the L7 server; Parker.Enter is the one entry into the hold;
+//   - upstream: the dial to a ready endpoint, the reverse proxy and the TCP
+//     splice;
+//   - handler: the L7 handler chain, one type per handler, built in one
+//     place (handler.Chain), and the server that runs it.
 //
-// Resolver also owns the lifecycle: Start, Ready, Drain (resolver.go), the
-// admin endpoints (admin.go) and the informers that feed PortMap and
-// Endpoints (informers.go): one on ElastiServices, and one per Service the
-// PortMap carries on that Service's own EndpointSlices (slicewatch.go).
+// A connection's way through: the listeners hand it, with its port, to
+// Resolver.handleConn (resolver.go), which looks the port up in the PortMap
+// and dispatches by the Target's Layer: L7 connections go to the one
+// http.Server through a park.ConnListener (or, while the target cannot
+// serve, are read first to park their request on arrival), L4 ones to
+// upstream.TCP, unmapped ones are refused.
+//
+// Here too: Start, Ready, Drain (resolver.go), the admin endpoints
+// (admin.go), the options and their defaults (options.go), the metrics and
+// the label values the parts' Recorders map to (metrics.go), and the return
+// of a burst's memory to the OS once the hold queue has drained
+// (memreturn.go).
 package resolver

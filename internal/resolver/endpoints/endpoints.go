@@ -125,8 +125,7 @@ func (e *Endpoints) updateLocked(s *discoveryv1.EndpointSlice) {
 	sliceKey := types.NamespacedName{Namespace: s.Namespace, Name: s.Name}
 	svc, ok := serviceOf(s)
 	if old, had := e.sliceOwner[sliceKey]; had && (!ok || old != svc) {
-		e.removeLocked(old, s.Name)
-		delete(e.sliceOwner, sliceKey)
+		e.deleteLocked(sliceKey)
 	}
 	if !ok {
 		return
@@ -144,13 +143,17 @@ func (e *Endpoints) Delete(namespace, name string) {
 	e.deleteLocked(types.NamespacedName{Namespace: namespace, Name: name})
 }
 
+// deleteLocked forgets a slice and wakes its Service's waiters.
 func (e *Endpoints) deleteLocked(sliceKey types.NamespacedName) {
 	svc, ok := e.sliceOwner[sliceKey]
 	if !ok {
 		return
 	}
 	delete(e.sliceOwner, sliceKey)
-	e.removeLocked(svc, sliceKey.Name)
+	if se, ok := e.services[svc]; ok {
+		delete(se.slices, sliceKey.Name)
+		e.rebuildLocked(svc, se)
+	}
 }
 
 // Feed is one informer's hold on a Service's endpoints, from StartFeed
@@ -247,15 +250,6 @@ func (e *Endpoints) Feeding(svc types.NamespacedName) bool {
 	defer e.mu.RUnlock()
 	_, ok := e.feeds[svc]
 	return ok
-}
-
-func (e *Endpoints) removeLocked(svc types.NamespacedName, slice string) {
-	se, ok := e.services[svc]
-	if !ok {
-		return
-	}
-	delete(se.slices, slice)
-	e.rebuildLocked(svc, se)
 }
 
 func (e *Endpoints) serviceLocked(svc types.NamespacedName) *serviceEndpoints {

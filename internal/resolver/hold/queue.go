@@ -1,34 +1,9 @@
 package hold
 
 import (
-	"errors"
 	"sync"
 
 	"k8s.io/apimachinery/pkg/types"
-)
-
-// Errors a held request or connection can end with. HTTP answers each in
-// the handler package's hold; TCP closes.
-var (
-	// ErrQueueFull means an ElastiService already holds its maximum number
-	// of requests on this resolver; HTTP answers 503 with Retry-After.
-	ErrQueueFull = errors.New("hold queue full")
-	// ErrHoldTimeout means no endpoint became ready within the hold
-	// timeout; HTTP answers 504.
-	ErrHoldTimeout = errors.New("hold timeout passed before the target had a ready endpoint")
-	// ErrStopping means the resolver's drain timeout passed while still
-	// holding; HTTP answers 503.
-	ErrStopping = errors.New("resolver is stopping")
-	// ErrClientGone means the client left while held: it closed or reset
-	// the connection, cancelled the stream, or (TCP) half-closed, which on
-	// the wire looks the same as leaving. Nothing is forwarded and nobody
-	// reads an answer.
-	ErrClientGone = errors.New("client went away while held")
-	// ErrReadAheadFull means the client sent more than the read-ahead
-	// bound while held. Past the bound the resolver could no longer see the
-	// client leave, so it does not hold the request on unwatched: HTTP
-	// answers 503 with Retry-After, TCP closes.
-	ErrReadAheadFull = errors.New("client sent more than the read-ahead bound while held")
 )
 
 // Queue bounds the requests and connections held per ElastiService. Each

@@ -42,7 +42,7 @@ var sharedHangups struct {
 }
 
 // watchHangup starts watching c for its client leaving, and calls left
-// with an ErrClientGone, at most once, when it does; left must not block.
+// with a hold.ErrClientGone, at most once, when it does; left must not block.
 // stop ends the watch and must be called before c is handed on or closed.
 // ok is false when c cannot be watched this way (not a socket, or no
 // epoll); the caller then reads instead.
