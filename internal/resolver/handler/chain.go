@@ -1,7 +1,6 @@
 package handler
 
 import (
-	"errors"
 	"log"
 	"net/http"
 	"time"
@@ -150,26 +149,4 @@ type logWriter struct{ log logr.Logger }
 func (w logWriter) Write(p []byte) (int, error) {
 	w.log.V(1).Info("http server", "detail", string(p))
 	return len(p), nil
-}
-
-// errMisrouted means a request reached a handler without the route the
-// handlers before it guarantee: a bug in how the chain is built.
-var errMisrouted = errors.New("request reached a handler without the route the chain guarantees")
-
-// routed is the one guard of the handlers after requireMapping: it returns
-// the request's mapped Route, or answers the request as recoverPanics would
-// answer a bug and returns false.
-func routed(w http.ResponseWriter, req *http.Request, log logr.Logger) (route.Route, bool) {
-	rt, ok := route.From(req.Context())
-	if !ok || !rt.Mapped {
-		misrouted(w, log)
-		return rt, false
-	}
-	return rt, true
-}
-
-// misrouted answers a request the chain should never have let through.
-func misrouted(w http.ResponseWriter, log logr.Logger) {
-	log.Error(errMisrouted, "request handler chain is misbuilt")
-	http.Error(w, "internal resolver error", http.StatusInternalServerError)
 }

@@ -2,8 +2,8 @@
 // built into a chain in one place (Chain, chain.go), and the one L7 server
 // that runs it (NewServer). Each handler decides one thing about a request
 // on a mapped port:
-//   - recoverPanics and requireMapping (mapping.go): a bug answers 500; a
-//     port that maps to nothing answers 404, CONNECT 405;
+//   - recoverPanics (recover.go) and requireMapping (mapping.go): a bug
+//     answers 500; a port that maps to nothing 404, CONNECT 405;
 //   - answerStatic (static.go): whether a rule of spec.proxy.staticResponses
 //     answers it, without holding, waking or counting it as traffic;
 //   - answerWakingPage (wakingpage.go, wakingpagehtml.go, accept.go):

@@ -10,27 +10,6 @@ import (
 	"elasti.dev/elasti/internal/resolver/route"
 )
 
-// recoverPanics answers 500 for a request whose handler panicked, instead
-// of killing the connection without a word.
-type recoverPanics struct {
-	next http.Handler
-	log  logr.Logger
-}
-
-func (h *recoverPanics) ServeHTTP(w http.ResponseWriter, req *http.Request) {
-	defer func() {
-		if v := recover(); v != nil {
-			// ReverseProxy aborts a broken stream this way on purpose.
-			if err, ok := v.(error); ok && errors.Is(err, http.ErrAbortHandler) {
-				panic(v)
-			}
-			h.log.Error(fmt.Errorf("panic: %v", v), "request handler panicked")
-			http.Error(w, "internal resolver error", http.StatusInternalServerError)
-		}
-	}()
-	h.next.ServeHTTP(w, req)
-}
-
 // requireMapping lets through only requests on a port that maps to a
 // Target, and refuses CONNECT: the resolver is no open proxy.
 type requireMapping struct {
@@ -54,4 +33,26 @@ func (h *requireMapping) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 		return
 	}
 	h.next.ServeHTTP(w, req)
+}
+
+// errMisrouted means a request reached a handler without the route the
+// handlers before it guarantee: a bug in how the chain is built.
+var errMisrouted = errors.New("request reached a handler without the route the chain guarantees")
+
+// routed is the one guard of the handlers after requireMapping: it returns
+// the request's mapped Route, or answers the request as recoverPanics would
+// answer a bug and returns false.
+func routed(w http.ResponseWriter, req *http.Request, log logr.Logger) (route.Route, bool) {
+	rt, ok := route.From(req.Context())
+	if !ok || !rt.Mapped {
+		misrouted(w, log)
+		return rt, false
+	}
+	return rt, true
+}
+
+// misrouted answers a request the chain should never have let through.
+func misrouted(w http.ResponseWriter, log logr.Logger) {
+	log.Error(errMisrouted, "request handler chain is misbuilt")
+	http.Error(w, "internal resolver error", http.StatusInternalServerError)
 }
