@@ -190,8 +190,8 @@ func releaseProxy(s release) (wait time.Duration, failOpen string) {
 // get errGone, and its metric series go away.
 func (r *Reconciler) forget(key types.NamespacedName) {
 	r.ports.Release(key)
-	r.grace.stop(key)
-	r.preWarmed.forget(key)
+	r.grace.Delete(key)
+	r.preWarmed.Delete(key)
 	r.wakes.complete(key, 0, errGone)
 	forgetMetrics(key.Namespace, key.Name)
 }

@@ -3,7 +3,6 @@ package controller
 import (
 	"context"
 	"fmt"
-	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -131,7 +130,7 @@ func (r *Reconciler) observeFallback(ctx context.Context, es *elastiv1alpha1.Ela
 	}
 	f := fallbackObserved{after: after, service: p.Fallback.Service}
 	key := client.ObjectKeyFromObject(es)
-	f.refused = r.refusedWakes.get(key)
+	f.refused, _ = r.refusedWakes.Get(key)
 	// A wake in progress, or one whose scale write was refused while the
 	// resolvers hold the traffic.
 	f.waking = wakeInProgress(es, o) || (f.refused != "" && es.Status.Mode == elastiv1alpha1.ModeProxy && !o.ownReady)
@@ -203,35 +202,6 @@ func (r *Reconciler) announceFallback(es *elastiv1alpha1.ElastiService, was, now
 	}
 }
 
-// refusedWakes remembers, per ElastiService, why the API server refused the
-// last wake's scale write, until a wake goes through. It lives in memory: a
-// new leader learns it again from its own first attempt.
-type refusedWakes struct {
-	mu sync.Mutex
-	m  map[types.NamespacedName]string
-}
-
-func (w *refusedWakes) get(key types.NamespacedName) string {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.m[key]
-}
-
-func (w *refusedWakes) set(key types.NamespacedName, msg string) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if w.m == nil {
-		w.m = map[types.NamespacedName]string{}
-	}
-	w.m[key] = msg
-}
-
-func (w *refusedWakes) clear(key types.NamespacedName) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	delete(w.m, key)
-}
-
 // scaleRefusal reports whether err is the API server refusing a write (as
 // opposed to failing to answer): forbidden, invalid, or denied by an
 // admission webhook or policy.
@@ -245,7 +215,7 @@ func scaleRefusal(err error) bool {
 // wake with backoff.
 func (r *Reconciler) reportRefusedWake(ctx context.Context, es *elastiv1alpha1.ElastiService, o observed, err error) error {
 	key := client.ObjectKeyFromObject(es)
-	r.refusedWakes.set(key, err.Error())
+	r.refusedWakes.Set(key, err.Error())
 	f, ferr := r.observeFallback(ctx, es, o, nil, "")
 	if ferr != nil || f.after <= 0 {
 		return ferr

@@ -240,7 +240,8 @@ func setReplicaFailure(t *testing.T, ns, name, msg string, at time.Time) {
 // condition cleared takes both back, and the target's ready endpoint ends
 // the wake.
 func TestFallbackOnPodsNotCreated(t *testing.T) {
-	op := startOperator(t, operatorOptions{triggers: newFakeTriggers(scaling.StateIdle)})
+	trig := newFakeTriggers(scaling.StateIdle)
+	op := startOperator(t, operatorOptions{triggers: trig})
 	createResolver(t, op.resolverNS, "resolver-a", true, "10.0.0.1")
 	createDeployment(t, op.ns, "quota", 1)
 	createTempService(t, op.ns, "quota")
@@ -284,6 +285,9 @@ func TestFallbackOnPodsNotCreated(t *testing.T) {
 	eventually(t, wait, "FallbackActive=False NotNeeded once cleared", wantCondition(op.ns, "quota", elastiv1alpha1.ConditionFallbackActive, metav1.ConditionFalse, ReasonFallbackNotNeeded))
 	eventually(t, wait, "wakeProgress waits again", wantWakePhase(op.ns, "quota", elastiv1alpha1.WakePhaseScaling, msgNoPod))
 
+	// Busy from here on: with idle triggers, the 1 s cooldown could put the
+	// woken target back to sleep before a slow (busy) test saw serve mode.
+	trig.set(scaling.StateActive)
 	setOwnSlice(t, op.ns, "quota", true)
 	eventually(t, wait, "serve mode", wantMode(op.ns, "quota", elastiv1alpha1.ModeServe))
 	eventually(t, wait, "FallbackActive=False NotNeeded", wantCondition(op.ns, "quota", elastiv1alpha1.ConditionFallbackActive, metav1.ConditionFalse, ReasonFallbackNotNeeded))

@@ -16,6 +16,7 @@ import (
 
 	elastiv1alpha1 "elasti.dev/elasti/api/v1alpha1"
 	"elasti.dev/elasti/internal/contract"
+	"elasti.dev/elasti/internal/keyed"
 	"elasti.dev/elasti/internal/scaling"
 	"elasti.dev/elasti/internal/sleepgate"
 )
@@ -51,12 +52,12 @@ func (r *Reconciler) observe(ctx context.Context, es *elastiv1alpha1.ElastiServi
 		wakeRequested:  wakeNow || activation,
 		trafficSeen:    activation,
 		keepAwake:      contract.KeepAwake(es.Annotations),
-		graceStartedAt: r.grace.startedAt(key),
+		graceStartedAt: graceStart(&r.grace, key),
 		noTriggers:     len(es.Spec.Triggers) == 0,
 		hpa:            hpaObserved{custody: hold.custody, exposed: hold.exposed},
 	}
 	// A pre-warm firing wakes as an activation call does.
-	o.preWarm, o.preWarmNext = preWarmFiring(ctx, es, o.now, r.preWarmed.last(key))
+	o.preWarm, o.preWarmNext = preWarmFiring(ctx, es, o.now, lastPreWarm(&r.preWarmed, key))
 	o.wakeRequested = o.wakeRequested || !o.preWarm.IsZero()
 	var l listed
 
@@ -180,4 +181,16 @@ func wakeFromZero(es *elastiv1alpha1.ElastiService, wakeRequested bool) bool {
 	}
 	c := meta.FindStatusCondition(es.Status.Conditions, elastiv1alpha1.ConditionActive)
 	return c != nil && c.Reason == contract.ReasonScaledToZero
+}
+
+// graceStart is when key's grace period began; zero when none runs.
+func graceStart(grace *keyed.Map[types.NamespacedName, time.Time], key types.NamespacedName) time.Time {
+	t, _ := grace.Get(key)
+	return t
+}
+
+// lastPreWarm is the last pre-warm firing recorded for key; zero when none.
+func lastPreWarm(ledger *keyed.Map[types.NamespacedName, time.Time], key types.NamespacedName) time.Time {
+	t, _ := ledger.Get(key)
+	return t
 }

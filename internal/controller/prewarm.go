@@ -2,11 +2,9 @@ package controller
 
 import (
 	"context"
-	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
 
 	elastiv1alpha1 "elasti.dev/elasti/api/v1alpha1"
@@ -70,46 +68,4 @@ func earliestRequeue(a, b time.Duration) time.Duration {
 	default:
 		return b
 	}
-}
-
-// preWarmLedger remembers, per ElastiService, the last pre-warm firing this
-// process recorded in a status. The cache may still hold the status from
-// before that write when the next reconcile runs; the ledger keeps that
-// reconcile from acting on the same firing again. It lives in memory only:
-// a new leader reads status.lastPreWarmTime, which the write made durable.
-type preWarmLedger struct {
-	mu      sync.Mutex
-	handled map[types.NamespacedName]time.Time
-}
-
-func newPreWarmLedger() *preWarmLedger {
-	return &preWarmLedger{handled: map[types.NamespacedName]time.Time{}}
-}
-
-// last is the last firing recorded for key; zero when none.
-func (l *preWarmLedger) last(key types.NamespacedName) time.Time {
-	if l == nil {
-		return time.Time{}
-	}
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.handled[key]
-}
-
-func (l *preWarmLedger) record(key types.NamespacedName, firing time.Time) {
-	if l == nil {
-		return
-	}
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.handled[key] = firing
-}
-
-func (l *preWarmLedger) forget(key types.NamespacedName) {
-	if l == nil {
-		return
-	}
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	delete(l.handled, key)
 }

@@ -8,6 +8,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -15,6 +16,7 @@ import (
 
 	elastiv1alpha1 "elasti.dev/elasti/api/v1alpha1"
 	"elasti.dev/elasti/internal/contract"
+	"elasti.dev/elasti/internal/keyed"
 )
 
 // Reconciler reconciles ElastiServices. One reconcile reads here from top to
@@ -35,9 +37,17 @@ type Reconciler struct {
 	ports   *portAllocator
 	wakes   *wakeRequests
 	targets *targetWatches
-	grace   *graceTimers
-	// preWarmed remembers the pre-warm firings this process recorded.
-	preWarmed *preWarmLedger
+	// grace remembers when each ElastiService's grace period before
+	// sleeping began. In memory only: a new leader that finds a scale-down
+	// in flight has no start time and waits a full grace period of its own
+	// (see decide), which errs on the side of a target kept up.
+	grace keyed.Map[types.NamespacedName, time.Time]
+	// preWarmed remembers, per ElastiService, the last pre-warm firing this
+	// process recorded in a status. The cache may still hold the status
+	// from before that write when the next reconcile runs; this keeps that
+	// reconcile from acting on the same firing again. A new leader reads
+	// status.lastPreWarmTime, which the write made durable.
+	preWarmed keyed.Map[types.NamespacedName, time.Time]
 	// templates reads the targets' pod-template labels, to check that the
 	// Service selects the target's pods.
 	templates *podTemplates
@@ -46,9 +56,11 @@ type Reconciler struct {
 	// (fallback.go) and status.wakeProgress (wakeprogress_observe.go), and
 	// those pods' Events. The cache holds only resolver pods, and no Event.
 	live client.Reader
-	// refusedWakes remembers wakes whose scale write was refused, for the
-	// FallbackActive condition (fallback.go).
-	refusedWakes refusedWakes
+	// refusedWakes remembers, per ElastiService, why the API server refused
+	// the last wake's scale write, until a wake goes through, for the
+	// FallbackActive condition (fallback.go). In memory: a new leader
+	// learns it again from its own first attempt.
+	refusedWakes keyed.Map[types.NamespacedName, string]
 }
 
 var _ reconcile.Reconciler = (*Reconciler)(nil)
@@ -134,13 +146,13 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.
 		return ctrl.Result{}, err
 	}
 	if fx.woke {
-		r.refusedWakes.clear(req.NamespacedName)
+		r.refusedWakes.Delete(req.NamespacedName)
 	}
 	if err := r.writeStatus(ctx, es, o, p, fx); err != nil {
 		return ctrl.Result{}, err
 	}
 	if fx.woke && !o.preWarm.IsZero() {
-		r.preWarmed.record(req.NamespacedName, o.preWarm)
+		r.preWarmed.Set(req.NamespacedName, o.preWarm)
 	}
 	// Activation calls are answered only once the status records the wake,
 	// so a caller that sees the answer also sees lastScaledUpTime.
@@ -208,9 +220,9 @@ func (r *Reconciler) execute(ctx context.Context, es *elastiv1alpha1.ElastiServi
 	key := client.ObjectKeyFromObject(es)
 	switch {
 	case p.startGrace:
-		r.grace.start(key, o.now)
+		r.grace.Set(key, o.now)
 	case p.active != contract.ReasonScalingDown:
-		r.grace.stop(key)
+		r.grace.Delete(key)
 	}
 	if p.sleep {
 		n, err := r.sleepTarget(ctx, es, o.replicas)

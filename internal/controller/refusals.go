@@ -294,7 +294,7 @@ func (r *Reconciler) standDown(ctx context.Context, es *elastiv1alpha1.ElastiSer
 		return ctrl.Result{}, err
 	}
 	r.ports.Release(key)
-	r.grace.stop(key)
+	r.grace.Delete(key)
 	r.wakes.complete(key, 0, fmt.Errorf("ElastiService %s stands down: %s manages the same %s", key, rival.Name, claimedWhat(reason)))
 	if prev, had := es.Annotations[contract.AnnotationScaleTarget]; had {
 		if old, ok := decodeTarget(prev); ok && !sameTarget(old, rival.Spec.ScaleTargetRef) {

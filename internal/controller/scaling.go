@@ -5,12 +5,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	elastiv1alpha1 "elasti.dev/elasti/api/v1alpha1"
@@ -177,38 +175,6 @@ func decodeTarget(s string) (elastiv1alpha1.ScaleTargetRef, bool) {
 		return ref, false
 	}
 	return ref, true
-}
-
-// graceTimers remembers when each ElastiService's grace period before
-// sleeping began. It lives in memory only: a new leader that finds a
-// scale-down in flight has no start time and waits a full grace period of
-// its own (see decide), which errs on the side of a target kept up.
-type graceTimers struct {
-	mu      sync.Mutex
-	started map[types.NamespacedName]time.Time
-}
-
-func newGraceTimers() *graceTimers {
-	return &graceTimers{started: map[types.NamespacedName]time.Time{}}
-}
-
-// startedAt is when key's grace period began; zero when none runs.
-func (g *graceTimers) startedAt(key types.NamespacedName) time.Time {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	return g.started[key]
-}
-
-func (g *graceTimers) start(key types.NamespacedName, now time.Time) {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	g.started[key] = now
-}
-
-func (g *graceTimers) stop(key types.NamespacedName) {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	delete(g.started, key)
 }
 
 // gracePeriodOf is how long es's scale-down waits, with the proxy slice in

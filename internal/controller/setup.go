@@ -103,9 +103,7 @@ func Setup(ctx context.Context, mgr ctrl.Manager, cfg Config, deps Deps) (*Waker
 		ports: newPortAllocatorWith(cfg.PortRangeStart, cfg.PortRangeEnd, cacheHolders(mgr.GetClient()), reusePolicy{
 			quarantine: cfg.PortQuarantine, clock: timers, inUse: cacheInUse(mgr.GetClient()), randN: rand.IntN,
 		}),
-		wakes:     newWakeRequests(),
-		grace:     newGraceTimers(),
-		preWarmed: newPreWarmLedger(),
+		wakes: newWakeRequests(),
 	}
 	c, err := ctrl.NewControllerManagedBy(mgr).
 		Named("elastiservice").
