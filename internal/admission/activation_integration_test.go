@@ -24,6 +24,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"elasti.dev/elasti/internal/activation"
+	"elasti.dev/elasti/internal/testenv"
 )
 
 // caConfigMapName is the ConfigMap TestWebhook has the CA published in.
@@ -69,7 +70,7 @@ func addActivationServer(t *testing.T, mgr ctrl.Manager, serving *Serving) int {
 // activation call over TLS, while a plain HTTP call is refused.
 func activationOverTLS(t *testing.T, ctx context.Context, c client.Client, port int, caPEM []byte) {
 	var cm corev1.ConfigMap
-	eventually(t, ctx, 30*time.Second, func() error {
+	testenv.Eventually(t, 30*time.Second, "the CA ConfigMap holds the CA", func() error {
 		if err := c.Get(ctx, client.ObjectKey{Namespace: operatorNS, Name: caConfigMapName}, &cm); err != nil {
 			return err
 		}
@@ -90,7 +91,7 @@ func activationOverTLS(t *testing.T, ctx context.Context, c client.Client, port 
 	if err := c.Update(ctx, &cm); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, ctx, 30*time.Second, func() error {
+	testenv.Eventually(t, 30*time.Second, "the stale CA ConfigMap put right", func() error {
 		if err := c.Get(ctx, client.ObjectKeyFromObject(&cm), &cm); err != nil {
 			return err
 		}
@@ -118,7 +119,7 @@ func activationOverTLS(t *testing.T, ctx context.Context, c client.Client, port 
 	}
 	// The server's certificate watch may start a moment after the webhook
 	// reported ready.
-	eventually(t, ctx, 30*time.Second, func() error {
+	testenv.Eventually(t, 30*time.Second, "an activation call over TLS", func() error {
 		_, err := call(fmt.Sprintf("https://localhost:%d", port))
 		return err
 	})

@@ -33,6 +33,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	elastiv1alpha1 "elasti.dev/elasti/api/v1alpha1"
+	"elasti.dev/elasti/internal/testenv"
 	"elasti.dev/elasti/internal/testenv/estest"
 )
 
@@ -129,7 +130,7 @@ func TestWebhook(t *testing.T) {
 		}
 	})
 	start := time.Now()
-	eventually(t, ctx, time.Minute, func() error { return ready(probe) })
+	testenv.Eventually(t, time.Minute, "the webhook ready", func() error { return ready(probe) })
 	t.Logf("ready %s after start", time.Since(start).Round(time.Millisecond))
 
 	// The certificate: a CA in the Secret and in the caBundle, and a
@@ -263,7 +264,7 @@ func TestWebhook(t *testing.T) {
 			}
 		}()
 		es := estest.New(appsNS, "bystander", window("@daily", "1h"))
-		eventually(t, ctx, 30*time.Second, func() error {
+		testenv.Eventually(t, 30*time.Second, "a create answered by the webhook", func() error {
 			err := c.Create(ctx, es.DeepCopy())
 			if err == nil {
 				_ = c.Delete(ctx, es)
@@ -301,7 +302,7 @@ func TestWebhook(t *testing.T) {
 			t.Fatal(err)
 		}
 		var renewed *x509.Certificate
-		eventually(t, ctx, time.Minute, func() error {
+		testenv.Eventually(t, time.Minute, "the serving certificate renewed in its Secret", func() error {
 			if err := c.Get(ctx, client.ObjectKeyFromObject(&secret), &secret); err != nil {
 				return err
 			}
@@ -314,7 +315,7 @@ func TestWebhook(t *testing.T) {
 		if !bytes.Equal(secret.Data["ca.crt"], caPEM) {
 			t.Error("renewing the serving certificate replaced a valid CA")
 		}
-		eventually(t, ctx, time.Minute, func() error {
+		testenv.Eventually(t, time.Minute, "the renewed certificate written to the certificate directory", func() error {
 			got, err := os.ReadFile(filepath.Join(certDir, "tls.crt"))
 			if err != nil {
 				return err
@@ -451,22 +452,6 @@ func createThroughWebhook(ctx context.Context, c client.Client, es *elastiv1alph
 		err := c.Create(ctx, es.DeepCopy())
 		if err == nil || !strings.Contains(err.Error(), "failed calling webhook") || time.Now().After(deadline) {
 			return err
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-}
-
-// eventually polls f until it returns nil, failing the test after d.
-func eventually(t *testing.T, ctx context.Context, d time.Duration, f func() error) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for {
-		err := f()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) || errors.Is(ctx.Err(), context.Canceled) {
-			t.Fatalf("after %s: %v", d, err)
 		}
 		time.Sleep(100 * time.Millisecond)
 	}

@@ -153,21 +153,8 @@ func startOperator(t *testing.T, o operatorOptions) *operator {
 	return op
 }
 
-// eventually polls fn until it returns nil or the timeout passes.
-func eventually(t *testing.T, timeout time.Duration, what string, fn func() error) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	var err error
-	for {
-		if err = fn(); err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: still failing after %s: %v", what, timeout, err)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-}
+// eventually is the integration tests' one polling helper.
+var eventually = testenv.Eventually
 
 // never checks that fn keeps returning nil for the whole duration.
 func never(t *testing.T, d time.Duration, what string, fn func() error) {

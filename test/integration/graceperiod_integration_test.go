@@ -8,7 +8,6 @@ import (
 	"strings"
 	"testing"
 
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	elastiv1alpha1 "elasti.dev/elasti/api/v1alpha1"
@@ -57,21 +56,11 @@ func TestScaleDownGracePeriodIsRefused(t *testing.T) {
 			obj := decode(t, validManifest)
 			obj.SetName(fmt.Sprintf("grace-bad-%d", i))
 			set(obj.Object, tc.value, "spec", "scaleDownGracePeriod")
-			err := k8s.Create(ctx, obj)
-			if err == nil {
-				_ = k8s.Delete(ctx, obj)
-				t.Fatalf("scaleDownGracePeriod %q accepted", tc.value)
-			}
-			if !apierrors.IsInvalid(err) {
-				t.Fatalf("want an Invalid error, got %v", err)
-			}
-			if msg := err.Error(); !strings.Contains(msg, field) || !strings.Contains(msg, tc.want) {
-				t.Fatalf("rejection does not name %s with %q:\n%s", field, tc.want, msg)
-			}
+			msg := expectRejected(t, ctx, obj, field, tc.want)
 			// One message per value: the rules that read a duration stand
 			// aside for a value that is not one.
-			if n := strings.Count(err.Error(), field+" must"); n != 1 {
-				t.Errorf("%d messages, want 1:\n%v", n, err)
+			if n := strings.Count(msg, field+" must"); n != 1 {
+				t.Errorf("%d messages, want 1:\n%s", n, msg)
 			}
 		})
 	}

@@ -5,10 +5,8 @@ package integration
 import (
 	"context"
 	"fmt"
-	"strings"
 	"testing"
 
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	elastiv1alpha1 "elasti.dev/elasti/api/v1alpha1"
@@ -221,18 +219,7 @@ func TestInvalidTriggerMetadataIsRejected(t *testing.T) {
 			obj := decode(t, tc.manifest)
 			obj.SetName(fmt.Sprintf("invalid-pm-%d", i))
 			tc.edit(obj.Object)
-			err := k8s.Create(ctx, obj)
-			if err == nil {
-				_ = k8s.Delete(ctx, obj)
-				t.Fatalf("apiserver accepted an invalid ElastiService")
-			}
-			if !apierrors.IsInvalid(err) && !apierrors.IsForbidden(err) {
-				t.Fatalf("want an Invalid or Forbidden admission error, got %v", err)
-			}
-			msg := err.Error()
-			if !strings.Contains(msg, tc.wantField) || !strings.Contains(msg, tc.wantText) {
-				t.Fatalf("rejection message does not name %q with %q:\n%s", tc.wantField, tc.wantText, msg)
-			}
+			msg := expectRejected(t, ctx, obj, tc.wantField, tc.wantText)
 			t.Logf("rejected: %s", msg)
 		})
 	}
