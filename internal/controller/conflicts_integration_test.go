@@ -21,6 +21,7 @@ import (
 
 	elastiv1alpha1 "elasti.dev/elasti/api/v1alpha1"
 	"elasti.dev/elasti/internal/scaling"
+	"elasti.dev/elasti/internal/testenv/estest"
 )
 
 // TestRetriedConflictsEmitNoWarning: another writer changes the
@@ -59,12 +60,7 @@ func TestRetriedConflictsEmitNoWarning(t *testing.T) {
 		},
 	}
 	op := startOperator(t, operatorOptions{triggers: newFakeTriggers(scaling.StateIdle), intercept: intercept})
-	createResolver(t, op.resolverNS, "r1", true, "10.0.0.1")
-	createResolver(t, op.resolverNS, "r2", true, "10.0.0.2")
-	createDeployment(t, op.ns, "app", 1)
-	createService(t, op.ns, "app")
-	createES(t, op.ns, "app", "app", "app")
-	key := types.NamespacedName{Namespace: op.ns, Name: "app"}
+	key := appBehindTwoResolvers(t, op)
 
 	eventually(t, wait, "scaled to zero", wantReplicas(op.ns, "app", 0))
 	eventually(t, wait, "proxy", wantMode(op.ns, "app", elastiv1alpha1.ModeProxy))
@@ -126,12 +122,7 @@ func noWarnings(t *testing.T, ns, name string) {
 // are retried without a Warning Event.
 func TestChurnDuringSleepAndWakeEmitsNoWarning(t *testing.T) {
 	op := startOperator(t, operatorOptions{triggers: newFakeTriggers(scaling.StateIdle)})
-	createResolver(t, op.resolverNS, "r1", true, "10.0.0.1")
-	createResolver(t, op.resolverNS, "r2", true, "10.0.0.2")
-	createDeployment(t, op.ns, "app", 1)
-	createService(t, op.ns, "app")
-	createES(t, op.ns, "app", "app", "app")
-	key := types.NamespacedName{Namespace: op.ns, Name: "app"}
+	key := appBehindTwoResolvers(t, op)
 
 	// The churn: resolver r2 goes unready and ready again, and an annotation
 	// on the ElastiService changes, every few milliseconds. Each change
@@ -204,4 +195,17 @@ func churn(ctx context.Context, resolverNS string, es types.NamespacedName, i in
 		return fmt.Errorf("annotate the ElastiService: %w", err)
 	}
 	return nil
+}
+
+// appBehindTwoResolvers creates the ready resolvers r1 (10.0.0.1) and r2
+// (10.0.0.2), and a Deployment of one replica, a Service and an
+// ElastiService, all named app; opts adjust the ElastiService.
+func appBehindTwoResolvers(t *testing.T, op *operator, opts ...estest.Option) types.NamespacedName {
+	t.Helper()
+	createResolver(t, op.resolverNS, "r1", true, "10.0.0.1")
+	createResolver(t, op.resolverNS, "r2", true, "10.0.0.2")
+	createDeployment(t, op.ns, "app", 1)
+	createService(t, op.ns, "app")
+	createES(t, op.ns, "app", "app", "app", opts...)
+	return types.NamespacedName{Namespace: op.ns, Name: "app"}
 }

@@ -225,11 +225,7 @@ func TestServicePortChange(t *testing.T) {
 // removed.
 func TestResolverChurn(t *testing.T) {
 	op := startOperator(t, operatorOptions{triggers: newFakeTriggers(scaling.StateIdle)})
-	createResolver(t, op.resolverNS, "r1", true, "10.0.0.1")
-	createResolver(t, op.resolverNS, "r2", true, "10.0.0.2")
-	createDeployment(t, op.ns, "app", 1)
-	createService(t, op.ns, "app")
-	createES(t, op.ns, "app", "app", "app", func(es *elastiv1alpha1.ElastiService) { es.Spec.MinTargetReplicas = 2 })
+	appBehindTwoResolvers(t, op, func(es *elastiv1alpha1.ElastiService) { es.Spec.MinTargetReplicas = 2 })
 	eventually(t, wait, "scaled to zero", wantReplicas(op.ns, "app", 0))
 
 	endpoints := func(family discoveryv1.AddressType, want ...string) func() error {
