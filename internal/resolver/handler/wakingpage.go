@@ -5,7 +5,6 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -13,6 +12,7 @@ import (
 	"k8s.io/utils/clock"
 
 	elastiv1alpha1 "elasti.dev/elasti/api/v1alpha1"
+	"elasti.dev/elasti/internal/keyed"
 	"elasti.dev/elasti/internal/resolver/hold"
 	"elasti.dev/elasti/internal/resolver/route"
 )
@@ -126,8 +126,7 @@ func (h *answerWakingPage) values(t route.Target) pageValues {
 // itself once the target has been ready, as the hold's fallback epochs do.
 // The zero value is ready to use.
 type PageStarts struct {
-	mu sync.Mutex
-	m  map[types.NamespacedName]pageStart
+	m keyed.Map[types.NamespacedName, pageStart]
 }
 
 type pageStart struct {
@@ -138,21 +137,14 @@ type pageStart struct {
 // since returns when key's first page of the current sleep was answered,
 // recording now if this is it.
 func (s *PageStarts) since(key types.NamespacedName, epoch uint64, now time.Time) time.Time {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if e, ok := s.m[key]; ok && e.epoch == epoch {
-		return e.at
-	}
-	if s.m == nil {
-		s.m = map[types.NamespacedName]pageStart{}
-	}
-	s.m[key] = pageStart{at: now, epoch: epoch}
-	return now
+	e, _ := s.m.Update(key, func(e pageStart, ok bool) (pageStart, bool) {
+		if ok && e.epoch == epoch {
+			return e, true
+		}
+		return pageStart{at: now, epoch: epoch}, true
+	})
+	return e.at
 }
 
 // Forget drops a deleted ElastiService's entry.
-func (s *PageStarts) Forget(key types.NamespacedName) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	delete(s.m, key)
-}
+func (s *PageStarts) Forget(key types.NamespacedName) { s.m.Delete(key) }

@@ -1,10 +1,9 @@
 package hold
 
 import (
-	"sync"
-
 	"k8s.io/apimachinery/pkg/types"
 
+	"elasti.dev/elasti/internal/keyed"
 	"elasti.dev/elasti/internal/resolver/route"
 )
 
@@ -14,7 +13,14 @@ type fallback struct {
 	endpoints Endpoints
 	operator  Operator
 	rec       Recorder
-	epochs    fallbackEpochs
+	// epochs remembers, per ElastiService, that a request of this replica
+	// went to the fallback after its deadline: new requests then go there
+	// at once, without being held again, until the target has been ready.
+	// Each entry records the target Service's ready epoch
+	// (Endpoints.ReadyEpoch) at that moment, so it lapses by itself the
+	// first time the target has a ready endpoint, even if no request sees
+	// that moment.
+	epochs keyed.Map[types.NamespacedName, uint64]
 }
 
 // active reports whether t's traffic goes to its fallback without waiting:
@@ -27,7 +33,7 @@ func (f *fallback) active(t route.Target) bool {
 	if said, _ := f.operator.FallbackSaid(t.ElastiService); said {
 		return true
 	}
-	return f.epochs.active(t.ElastiService, f.endpoints.ReadyEpoch(t.Service))
+	return epochActive(&f.epochs, t.ElastiService, f.endpoints.ReadyEpoch(t.Service))
 }
 
 // to returns the Target that sends t's request to its fallback Service, if
@@ -50,35 +56,10 @@ func (f *fallback) ready(t route.Target) bool {
 	return t.Fallback != nil && len(f.endpoints.Ready(t.Fallback.Service, t.PortName)) > 0
 }
 
-// fallbackEpochs remembers, per ElastiService, that a request of this
-// replica went to the fallback after its deadline: new requests then go
-// there at once, without being held again, until the target has been ready.
-// Each entry records the target Service's ready epoch (Endpoints.ReadyEpoch)
-// at that moment, so it lapses by itself the first time the target has a
-// ready endpoint, even if no request sees that moment.
-type fallbackEpochs struct {
-	mu sync.Mutex
-	m  map[types.NamespacedName]uint64
-}
-
-func (f *fallbackEpochs) set(key types.NamespacedName, epoch uint64) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if f.m == nil {
-		f.m = map[types.NamespacedName]uint64{}
-	}
-	f.m[key] = epoch
-}
-
-// active reports whether key is in fallback as of the target's current
-// ready epoch, and forgets an entry that has lapsed.
-func (f *fallbackEpochs) active(key types.NamespacedName, epoch uint64) bool {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	e, ok := f.m[key]
-	if ok && e != epoch {
-		delete(f.m, key)
-		return false
-	}
-	return ok
+// epochActive reports whether the fallback entry at key (see
+// fallback.epochs) holds as of the target's current ready epoch, and forgets
+// one that has lapsed.
+func epochActive(epochs *keyed.Map[types.NamespacedName, uint64], key types.NamespacedName, epoch uint64) bool {
+	_, kept := epochs.Update(key, func(e uint64, ok bool) (uint64, bool) { return e, ok && e == epoch })
+	return kept
 }

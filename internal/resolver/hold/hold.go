@@ -298,7 +298,7 @@ func (h *Hold) toFallback(t *route.Target, passed bool, rel *route.Release) bool
 		return false
 	}
 	if passed {
-		h.fallback.epochs.set(t.ElastiService, h.endpoints.ReadyEpoch(t.Service))
+		h.fallback.epochs.Set(t.ElastiService, h.endpoints.ReadyEpoch(t.Service))
 	}
 	rel.Dest = dest
 	return true
