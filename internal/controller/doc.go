@@ -13,7 +13,8 @@
 // in status.go (desiredStatus, writeStatus), the scale target in scaling.go
 // (wake, sleep, restore, the managed-target annotation, the grace timers),
 // deletion in deletion.go (finalizer, finalize, forget), activation calls in
-// wake.go, resolver ports in ports.go, and the custody of an HPA's last step
+// wake.go, resolver ports through the ports package (allocator and
+// quarantine), and the custody of an HPA's last step
 // to zero in hpa.go (custodyStep and hpaMetricsVerdict beside syncHPA and
 // letGoHPA, which write the HPA). observe lists the resolver pods once
 // and hands that list to execute, so the proxy slices list the resolvers

@@ -16,6 +16,7 @@ import (
 
 	elastiv1alpha1 "elasti.dev/elasti/api/v1alpha1"
 	"elasti.dev/elasti/internal/contract"
+	"elasti.dev/elasti/internal/controller/ports"
 	"elasti.dev/elasti/internal/keyed"
 	"elasti.dev/elasti/internal/scaling"
 	"elasti.dev/elasti/internal/sleepgate"
@@ -72,7 +73,7 @@ func (r *Reconciler) observe(ctx context.Context, es *elastiv1alpha1.ElastiServi
 			break
 		}
 		o.ports, o.portsErr = r.ports.Allocate(ctx, es, svc)
-		if o.portsErr != nil && !errors.Is(o.portsErr, ErrPortsExhausted) {
+		if o.portsErr != nil && !errors.Is(o.portsErr, ports.ErrPortsExhausted) {
 			return o, l, o.portsErr
 		}
 	case apierrors.IsNotFound(err):

@@ -16,6 +16,7 @@ import (
 
 	elastiv1alpha1 "elasti.dev/elasti/api/v1alpha1"
 	"elasti.dev/elasti/internal/contract"
+	"elasti.dev/elasti/internal/controller/ports"
 	"elasti.dev/elasti/internal/keyed"
 )
 
@@ -34,7 +35,7 @@ type Reconciler struct {
 	clock       clock.Clock
 	cfg         Config
 
-	ports   *portAllocator
+	ports   *ports.Allocator
 	wakes   *wakeRequests
 	targets *targetWatches
 	// grace remembers when each ElastiService's grace period before

@@ -30,6 +30,7 @@ import (
 
 	elastiv1alpha1 "elasti.dev/elasti/api/v1alpha1"
 	"elasti.dev/elasti/internal/contract"
+	"elasti.dev/elasti/internal/controller/ports"
 	"elasti.dev/elasti/internal/scaling"
 )
 
@@ -80,11 +81,11 @@ func Setup(ctx context.Context, mgr ctrl.Manager, cfg Config, deps Deps) (*Waker
 
 	idx := mgr.GetFieldIndexer()
 	for name, fn := range map[string]client.IndexerFunc{
-		indexService:       func(o client.Object) []string { return []string{o.(*elastiv1alpha1.ElastiService).Spec.Service} },
-		indexTarget:        targetIndex,
-		indexResolverPorts: resolverPortsIndex,
-		indexMode:          func(o client.Object) []string { return []string{string(o.(*elastiv1alpha1.ElastiService).Status.Mode)} },
-		indexHPA:           hpaIndex,
+		indexService:             func(o client.Object) []string { return []string{o.(*elastiv1alpha1.ElastiService).Spec.Service} },
+		indexTarget:              targetIndex,
+		ports.IndexResolverPorts: ports.ResolverPortsIndex,
+		indexMode:                func(o client.Object) []string { return []string{string(o.(*elastiv1alpha1.ElastiService).Status.Mode)} },
+		indexHPA:                 hpaIndex,
 	} {
 		if err := idx.IndexField(ctx, &elastiv1alpha1.ElastiService{}, name, fn); err != nil {
 			return nil, fmt.Errorf("index ElastiServices by %s: %w", name, err)
@@ -100,8 +101,9 @@ func Setup(ctx context.Context, mgr ctrl.Manager, cfg Config, deps Deps) (*Waker
 		recorder:    mgr.GetEventRecorder("elasti-operator"),
 		clock:       cfg.Clock,
 		cfg:         cfg,
-		ports: newPortAllocatorWith(cfg.PortRangeStart, cfg.PortRangeEnd, cacheHolders(mgr.GetClient()), reusePolicy{
-			quarantine: cfg.PortQuarantine, clock: timers, inUse: cacheInUse(mgr.GetClient()), randN: rand.IntN,
+		ports: ports.NewAllocator(cfg.PortRangeStart, cfg.PortRangeEnd, ports.CacheHolders(mgr.GetClient()), ports.ReusePolicy{
+			Quarantine: cfg.PortQuarantine, Clock: timers, InUse: ports.CacheInUse(mgr.GetClient()), RandN: rand.IntN,
+			Reserved: func(n int) { resolverPortsAllocated.Set(float64(n)) },
 		}),
 		wakes: newWakeRequests(),
 	}
@@ -119,7 +121,7 @@ func Setup(ctx context.Context, mgr ctrl.Manager, cfg Config, deps Deps) (*Waker
 		Watches(&autoscalingv2.HorizontalPodAutoscaler{}, handler.EnqueueRequestsFromMapFunc(r.forHPA), builder.WithPredicates(hpaChanged())).
 		WatchesRawSource(source.Channel(r.wakes.events, &handler.EnqueueRequestForObject{})).
 		// ElastiServices waiting for a resolver port, when one frees up.
-		WatchesRawSource(source.Channel(r.ports.events, &handler.EnqueueRequestForObject{})).
+		WatchesRawSource(source.Channel(r.ports.Events(), &handler.EnqueueRequestForObject{})).
 		WithOptions(controller.Options{
 			MaxConcurrentReconciles: cfg.MaxConcurrentReconciles,
 			SkipNameValidation:      ptr.To(cfg.SkipNameValidation),
@@ -143,7 +145,7 @@ func Setup(ctx context.Context, mgr ctrl.Manager, cfg Config, deps Deps) (*Waker
 	if err != nil {
 		return nil, fmt.Errorf("get the ElastiService informer: %w", err)
 	}
-	if _, err := esInformer.AddEventHandler(r.ports.statusHandler()); err != nil {
+	if _, err := esInformer.AddEventHandler(r.ports.StatusHandler()); err != nil {
 		return nil, fmt.Errorf("follow the ElastiServices' resolver ports: %w", err)
 	}
 	r.targets = &targetWatches{

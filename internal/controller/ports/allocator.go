@@ -1,4 +1,4 @@
-package controller
+package ports
 
 import (
 	"context"
@@ -22,11 +22,14 @@ import (
 // ErrPortsExhausted means every resolver port in the range is taken.
 var ErrPortsExhausted = errors.New("no free resolver port left in the range")
 
-// indexResolverPorts indexes ElastiServices by the resolver ports in their
-// status, so that "who holds port p" is one cache lookup.
-const indexResolverPorts = "elasti.status.proxyPorts.resolverPort"
+// IndexResolverPorts is the cache index of ElastiServices by the resolver
+// ports in their status (ResolverPortsIndex computes it), so that "who
+// holds port p" is one lookup.
+const IndexResolverPorts = "elasti.status.proxyPorts.resolverPort"
 
-func resolverPortsIndex(obj client.Object) []string {
+// ResolverPortsIndex returns the resolver ports obj's status records, as
+// strings, for the index IndexResolverPorts.
+func ResolverPortsIndex(obj client.Object) []string {
 	es, ok := obj.(*elastiv1alpha1.ElastiService)
 	if !ok {
 		return nil
@@ -50,7 +53,7 @@ func proxiedPorts(svc *corev1.Service) []corev1.ServicePort {
 	return out
 }
 
-// portAllocator hands out resolver ports. The durable record is every
+// Allocator hands out resolver ports. The durable record is every
 // ElastiService's status.proxyPorts, read from the cache, so a new leader
 // re-derives what is taken. The in-memory reservations cover allocations made
 // by this process whose status write has not reached the cache yet.
@@ -58,7 +61,7 @@ func proxiedPorts(svc *corev1.Service) []corev1.ServicePort {
 //
 // A freed port is not handed out again at once: a node or an ingress that
 // still has the old proxy slice would send the old Service's clients to the
-// new one. It stays in quarantine (ports_quarantine.go) for the configured
+// new one. It stays in quarantine (quarantine.go) for the configured
 // period. New ports are taken from a cursor that moves on through the range
 // rather than lowest first, so that a port freed lately usually comes round
 // last, even in a process that has lost the quarantine (a restart).
@@ -68,11 +71,11 @@ func proxiedPorts(svc *corev1.Service) []corev1.ServicePort {
 // port that becomes free (an ElastiService released, or one that needs fewer
 // ports, or a port leaving quarantine) sends each waiter to the controller
 // through events.
-type portAllocator struct {
+type Allocator struct {
 	start, end int32
 	// holders finds which ElastiServices have port p in their status.
 	holders func(ctx context.Context, port int32) ([]elastiv1alpha1.ElastiService, error)
-	reusePolicy
+	policy  ReusePolicy
 
 	mu       sync.Mutex
 	reserved map[int32]types.NamespacedName
@@ -88,29 +91,35 @@ type portAllocator struct {
 	events chan event.GenericEvent
 }
 
-// reusePolicy is how the allocator keeps a freed port from being handed
+// ReusePolicy is how the allocator keeps a freed port from being handed
 // out again too soon. The zero value (with a clock) has no quarantine and
 // starts the cursor at the first port of the longest unused run.
-type reusePolicy struct {
-	quarantine time.Duration
-	clock      clock.WithDelayedExecution
-	// inUse lists every resolver port some status records, for
+type ReusePolicy struct {
+	Quarantine time.Duration
+	Clock      clock.WithDelayedExecution
+	// InUse lists every resolver port some status records, for
 	// startCursorLocked; nil knows only this process's reservations.
-	inUse func(ctx context.Context) ([]int32, error)
-	// randN picks where in that run the cursor starts; nil picks its
+	InUse func(ctx context.Context) ([]int32, error)
+	// RandN picks where in that run the cursor starts; nil picks its
 	// first port.
-	randN func(n int) int
+	RandN func(n int) int
+	// Reserved is told how many ports this process holds reserved after
+	// every change, under the allocator's lock (the operator's
+	// elasti_operator_resolver_ports_allocated gauge); nil tells no one.
+	Reserved func(n int)
 }
 
 // newPortAllocator returns an allocator without quarantine whose cursor
 // starts deterministically, as the older allocator tests expect.
-func newPortAllocator(start, end int32, holders func(context.Context, int32) ([]elastiv1alpha1.ElastiService, error)) *portAllocator {
-	return newPortAllocatorWith(start, end, holders, reusePolicy{clock: clock.RealClock{}})
+func newPortAllocator(start, end int32, holders func(context.Context, int32) ([]elastiv1alpha1.ElastiService, error)) *Allocator {
+	return NewAllocator(start, end, holders, ReusePolicy{Clock: clock.RealClock{}})
 }
 
-func newPortAllocatorWith(start, end int32, holders func(context.Context, int32) ([]elastiv1alpha1.ElastiService, error), policy reusePolicy) *portAllocator {
-	return &portAllocator{
-		start: start, end: end, holders: holders, reusePolicy: policy,
+// NewAllocator returns an allocator for the ports start to end (both
+// included) that finds who records a port through holders.
+func NewAllocator(start, end int32, holders func(context.Context, int32) ([]elastiv1alpha1.ElastiService, error), policy ReusePolicy) *Allocator {
+	return &Allocator{
+		start: start, end: end, holders: holders, policy: policy,
 		reserved:        map[int32]types.NamespacedName{},
 		byKey:           map[types.NamespacedName][]elastiv1alpha1.ProxyPort{},
 		waiting:         map[types.NamespacedName]struct{}{},
@@ -119,19 +128,23 @@ func newPortAllocatorWith(start, end int32, holders func(context.Context, int32)
 	}
 }
 
-// cacheHolders looks port holders up through the cache index.
-func cacheHolders(c client.Reader) func(context.Context, int32) ([]elastiv1alpha1.ElastiService, error) {
+// Events carries the ElastiServices waiting for a port to reconcile again
+// when one may have become free; the controller watches it.
+func (a *Allocator) Events() <-chan event.GenericEvent { return a.events }
+
+// CacheHolders looks port holders up through the cache index.
+func CacheHolders(c client.Reader) func(context.Context, int32) ([]elastiv1alpha1.ElastiService, error) {
 	return func(ctx context.Context, port int32) ([]elastiv1alpha1.ElastiService, error) {
 		list := &elastiv1alpha1.ElastiServiceList{}
-		if err := c.List(ctx, list, client.MatchingFields{indexResolverPorts: strconv.Itoa(int(port))}); err != nil {
+		if err := c.List(ctx, list, client.MatchingFields{IndexResolverPorts: strconv.Itoa(int(port))}); err != nil {
 			return nil, fmt.Errorf("list ElastiServices holding resolver port %d: %w", port, err)
 		}
 		return list.Items, nil
 	}
 }
 
-// cacheInUse lists the ports every cached status records.
-func cacheInUse(c client.Reader) func(context.Context) ([]int32, error) {
+// CacheInUse lists the ports every cached status records.
+func CacheInUse(c client.Reader) func(context.Context) ([]int32, error) {
 	return func(ctx context.Context) ([]int32, error) {
 		list := &elastiv1alpha1.ElastiServiceList{}
 		if err := c.List(ctx, list); err != nil {
@@ -152,11 +165,11 @@ func cacheInUse(c client.Reader) func(context.Context) ([]int32, error) {
 // with precedence holds the same port; new ones take the next free port
 // after the cursor that is not in quarantine. Ports es no longer needs go
 // into quarantine.
-func (a *portAllocator) Allocate(ctx context.Context, es *elastiv1alpha1.ElastiService, svc *corev1.Service) ([]elastiv1alpha1.ProxyPort, error) {
+func (a *Allocator) Allocate(ctx context.Context, es *elastiv1alpha1.ElastiService, svc *corev1.Service) ([]elastiv1alpha1.ProxyPort, error) {
 	key := client.ObjectKeyFromObject(es)
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	now := a.clock.Now()
+	now := a.policy.Clock.Now()
 
 	previous := map[string]int32{}
 	for _, p := range es.Status.ProxyPorts {
@@ -215,7 +228,7 @@ func (a *portAllocator) Allocate(ctx context.Context, es *elastiv1alpha1.ElastiS
 // nothing until it reconciles): the ports in key's status are free too. With
 // one, those ports reach the quarantine through the informer's delete
 // notification (statusHandler), which wakes the waiters when it ends.
-func (a *portAllocator) Release(key types.NamespacedName) {
+func (a *Allocator) Release(key types.NamespacedName) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	delete(a.waiting, key)
@@ -224,11 +237,11 @@ func (a *portAllocator) Release(key types.NamespacedName) {
 		freed = append(freed, p.ResolverPort)
 	}
 	a.setLocked(key, nil)
-	if a.quarantine == 0 {
+	if a.policy.Quarantine == 0 {
 		a.wakeWaitersLocked()
 		return
 	}
-	a.freeLocked(freed, a.clock.Now())
+	a.freeLocked(freed, a.policy.Clock.Now())
 }
 
 // wakeWaitersLocked enqueues every waiting ElastiService. A waiter stays
@@ -236,7 +249,7 @@ func (a *portAllocator) Release(key types.NamespacedName) {
 // another waiter took this port first. The send never blocks, as the caller
 // holds mu: a waiter whose event finds the channel full stays registered for
 // the next release, and its requeue at the polling interval backs that up.
-func (a *portAllocator) wakeWaitersLocked() {
+func (a *Allocator) wakeWaitersLocked() {
 	for key := range a.waiting {
 		select {
 		case a.events <- event.GenericEvent{Object: &elastiv1alpha1.ElastiService{ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name}}}:
@@ -256,7 +269,7 @@ func droppedPorts(had, now []elastiv1alpha1.ProxyPort) []int32 {
 	return out
 }
 
-func (a *portAllocator) setLocked(key types.NamespacedName, ports []elastiv1alpha1.ProxyPort) {
+func (a *Allocator) setLocked(key types.NamespacedName, ports []elastiv1alpha1.ProxyPort) {
 	for _, p := range a.byKey[key] {
 		if a.reserved[p.ResolverPort] == key {
 			delete(a.reserved, p.ResolverPort)
@@ -264,14 +277,20 @@ func (a *portAllocator) setLocked(key types.NamespacedName, ports []elastiv1alph
 	}
 	delete(a.byKey, key)
 	if len(ports) == 0 {
-		resolverPortsAllocated.Set(float64(len(a.reserved)))
+		a.reportReservedLocked()
 		return
 	}
 	for _, p := range ports {
 		a.reserved[p.ResolverPort] = key
 	}
 	a.byKey[key] = append([]elastiv1alpha1.ProxyPort(nil), ports...)
-	resolverPortsAllocated.Set(float64(len(a.reserved)))
+	a.reportReservedLocked()
+}
+
+func (a *Allocator) reportReservedLocked() {
+	if a.policy.Reserved != nil {
+		a.policy.Reserved(len(a.reserved))
+	}
 }
 
 // nextFree returns the first port from the cursor on, once round the range,
@@ -281,7 +300,7 @@ func (a *portAllocator) setLocked(key types.NamespacedName, ports []elastiv1alph
 // ports handed out lately a short while ago, so those freed soon after they
 // were taken (the churn of short-lived ElastiServices) are the last to be
 // reused, and the ports ahead are those left unused longest.
-func (a *portAllocator) nextFree(ctx context.Context, es *elastiv1alpha1.ElastiService, inUse map[int32]bool, now time.Time) (int32, error) {
+func (a *Allocator) nextFree(ctx context.Context, es *elastiv1alpha1.ElastiService, inUse map[int32]bool, now time.Time) (int32, error) {
 	if a.next == 0 {
 		if err := a.startCursorLocked(ctx, now); err != nil {
 			return 0, err
@@ -322,10 +341,10 @@ func (a *portAllocator) nextFree(ctx context.Context, es *elastiv1alpha1.ElastiS
 // the next one only by a 1-in-the-run's-length chance. A fixed rule (say,
 // after the highest port in use) would pick the port just freed at the top
 // every time.
-func (a *portAllocator) startCursorLocked(ctx context.Context, now time.Time) error {
+func (a *Allocator) startCursorLocked(ctx context.Context, now time.Time) error {
 	used := map[int32]bool{}
-	if a.inUse != nil {
-		recorded, err := a.inUse(ctx)
+	if a.policy.InUse != nil {
+		recorded, err := a.policy.InUse(ctx)
 		if err != nil {
 			return err
 		}
@@ -345,8 +364,8 @@ func (a *portAllocator) startCursorLocked(ctx context.Context, now time.Time) er
 		}
 	}
 	begin, length := longestUnusedRun(a.start, a.end, used)
-	if length > 0 && a.randN != nil {
-		begin += a.randN(length)
+	if length > 0 && a.policy.RandN != nil {
+		begin += a.policy.RandN(length)
 	}
 	a.next = a.start + int32(begin%int(a.end-a.start+1))
 	return nil
@@ -393,7 +412,7 @@ func longestUnusedRun(start, end int32, used map[int32]bool) (begin, length int)
 // cache drops a deleted ElastiService a moment before the notification that
 // puts its ports in quarantine arrives, and in that moment the port would
 // look free.
-func (a *portAllocator) freeFor(ctx context.Context, es *elastiv1alpha1.ElastiService, p int32, kept bool) (bool, error) {
+func (a *Allocator) freeFor(ctx context.Context, es *elastiv1alpha1.ElastiService, p int32, kept bool) (bool, error) {
 	if p < a.start || p > a.end {
 		return false, nil
 	}

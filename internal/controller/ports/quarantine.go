@@ -1,4 +1,4 @@
-package controller
+package ports
 
 import (
 	"time"
@@ -37,21 +37,21 @@ func newQuarantineState() quarantineState {
 // later release is the one whose slice data planes may still hold. Without
 // a quarantine the ports are free at once and the waiters are woken; with
 // one, they are woken when it ends.
-func (a *portAllocator) freeLocked(ports []int32, now time.Time) {
+func (a *Allocator) freeLocked(ports []int32, now time.Time) {
 	inRange := false
 	for _, p := range ports {
 		if p < a.start || p > a.end {
 			continue
 		}
 		inRange = true
-		if a.quarantine > 0 {
+		if a.policy.Quarantine > 0 {
 			a.freedAt[p] = now
 		}
 	}
 	if !inRange {
 		return
 	}
-	if a.quarantine == 0 {
+	if a.policy.Quarantine == 0 {
 		a.wakeWaitersLocked()
 		return
 	}
@@ -60,12 +60,12 @@ func (a *portAllocator) freeLocked(ports []int32, now time.Time) {
 
 // quarantinedLocked reports whether port p is still in quarantine at now.
 // The quarantine is over once the whole period has passed since the release.
-func (a *portAllocator) quarantinedLocked(p int32, now time.Time) bool {
+func (a *Allocator) quarantinedLocked(p int32, now time.Time) bool {
 	t, ok := a.freedAt[p]
 	if !ok {
 		return false
 	}
-	if now.Sub(t) >= a.quarantine {
+	if now.Sub(t) >= a.policy.Quarantine {
 		delete(a.freedAt, p)
 		return false
 	}
@@ -76,7 +76,7 @@ func (a *portAllocator) quarantinedLocked(p int32, now time.Time) bool {
 // ends, so that a port leaving quarantine is taken on an event of its own,
 // not on some later poll. Nothing is scheduled while nobody waits: a new
 // waiter schedules it (Allocate).
-func (a *portAllocator) scheduleLocked(now time.Time) {
+func (a *Allocator) scheduleLocked(now time.Time) {
 	if len(a.waiting) == 0 {
 		return
 	}
@@ -85,7 +85,7 @@ func (a *portAllocator) scheduleLocked(now time.Time) {
 		if !a.quarantinedLocked(p, now) {
 			continue
 		}
-		if end := t.Add(a.quarantine); next.IsZero() || end.Before(next) {
+		if end := t.Add(a.policy.Quarantine); next.IsZero() || end.Before(next) {
 			next = end
 		}
 	}
@@ -100,18 +100,18 @@ func (a *portAllocator) scheduleLocked(now time.Time) {
 	}
 	// The callback must not take mu: a fake clock calls it while holding
 	// its own lock, which Allocate takes (through Now) while holding mu.
-	a.timer = a.clock.AfterFunc(next.Sub(now), func() { go a.quarantineEnded() })
+	a.timer = a.policy.Clock.AfterFunc(next.Sub(now), func() { go a.quarantineEnded() })
 	a.timerAt = next
 }
 
 // quarantineEnded wakes the waiters, as a port has just left quarantine,
 // and schedules the next end.
-func (a *portAllocator) quarantineEnded() {
+func (a *Allocator) quarantineEnded() {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	a.timer = nil
 	a.wakeWaitersLocked()
-	a.scheduleLocked(a.clock.Now())
+	a.scheduleLocked(a.policy.Clock.Now())
 }
 
 // statusHandler follows, from the ElastiService informer's notifications,
@@ -119,7 +119,7 @@ func (a *portAllocator) quarantineEnded() {
 // ElastiService deleted, or its Service port gone) goes into quarantine,
 // whichever process allocated it: a new leader that never reconciled the
 // deleted ElastiService, and the followers, learn of the release too.
-func (a *portAllocator) statusHandler() toolscache.ResourceEventHandler {
+func (a *Allocator) StatusHandler() toolscache.ResourceEventHandler {
 	ports := func(obj any) (types.NamespacedName, []elastiv1alpha1.ProxyPort, bool) {
 		if t, ok := obj.(toolscache.DeletedFinalStateUnknown); ok {
 			obj = t.Obj
@@ -153,7 +153,7 @@ func (a *portAllocator) statusHandler() toolscache.ResourceEventHandler {
 
 // recordStatus applies one change of key's status.proxyPorts from had to
 // has.
-func (a *portAllocator) recordStatus(key types.NamespacedName, had, has []elastiv1alpha1.ProxyPort) {
+func (a *Allocator) recordStatus(key types.NamespacedName, had, has []elastiv1alpha1.ProxyPort) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	for _, p := range has {
@@ -171,5 +171,5 @@ func (a *portAllocator) recordStatus(key types.NamespacedName, had, has []elasti
 			delete(a.recorded, p)
 		}
 	}
-	a.freeLocked(dropped, a.clock.Now())
+	a.freeLocked(dropped, a.policy.Clock.Now())
 }

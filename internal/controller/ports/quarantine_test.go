@@ -1,4 +1,4 @@
-package controller
+package ports
 
 import (
 	"errors"
@@ -17,14 +17,14 @@ const testQuarantine = time.Minute
 
 // quarantinedAllocator is an allocator with a quarantine on a fake clock,
 // reading the fake cache; its cursor starts deterministically.
-func quarantinedAllocator(start, end int32, c fakeCache) (*portAllocator, *clocktesting.FakeClock) {
+func quarantinedAllocator(start, end int32, c fakeCache) (*Allocator, *clocktesting.FakeClock) {
 	fake := clocktesting.NewFakeClock(time.Unix(1000, 0))
-	return newPortAllocatorWith(start, end, c.holders, reusePolicy{quarantine: testQuarantine, clock: fake, inUse: c.inUse}), fake
+	return NewAllocator(start, end, c.holders, ReusePolicy{Quarantine: testQuarantine, Clock: fake, InUse: c.inUse}), fake
 }
 
 // wokenWithin waits up to a few seconds for one waiter's event: the wake at
 // the end of a quarantine comes from a timer goroutine.
-func wokenWithin(t *testing.T, a *portAllocator) string {
+func wokenWithin(t *testing.T, a *Allocator) string {
 	t.Helper()
 	select {
 	case e := <-a.events:
@@ -158,7 +158,7 @@ func TestPortCursorStartsAwayFromUsedPorts(t *testing.T) {
 			for p, l := range c {
 				cc[p] = append(cc[p], l...)
 			}
-			a := newPortAllocatorWith(20000, 20005, cc.holders, reusePolicy{clock: clocktesting.NewFakeClock(t0), inUse: cc.inUse, randN: tt.randN})
+			a := NewAllocator(20000, 20005, cc.holders, ReusePolicy{Clock: clocktesting.NewFakeClock(t0), InUse: cc.inUse, RandN: tt.randN})
 			var got []int32
 			for i := range tt.want {
 				ports, err := allocate(t, a, cc, portsES(string(rune('p'+i)), t0), portsSvc("http"))
@@ -215,7 +215,7 @@ func TestQuarantineFromStatusNotifications(t *testing.T) {
 	for _, tombstone := range []bool{false, true} {
 		c := fakeCache{}
 		a, fake := quarantinedAllocator(20000, 20000, c)
-		h := a.statusHandler()
+		h := a.StatusHandler()
 		gone := portsES("gone", time.Unix(100, 0))
 		c.record(gone, []elastiv1alpha1.ProxyPort{{Name: "http", ResolverPort: 20000}})
 		h.OnAdd(gone, true)
@@ -247,7 +247,7 @@ func TestQuarantineFromStatusNotifications(t *testing.T) {
 func TestQuarantineFromStatusUpdate(t *testing.T) {
 	c := fakeCache{}
 	a, fake := quarantinedAllocator(20000, 20001, c)
-	h := a.statusHandler()
+	h := a.StatusHandler()
 	old := portsES("a", time.Unix(100, 0))
 	c.record(old, []elastiv1alpha1.ProxyPort{{Name: "http", ResolverPort: 20000}, {Name: "grpc", ResolverPort: 20001}})
 	h.OnAdd(old.DeepCopy(), true)

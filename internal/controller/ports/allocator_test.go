@@ -1,4 +1,4 @@
-package controller
+package ports
 
 import (
 	"context"
@@ -73,7 +73,7 @@ func portsSvc(names ...string) *corev1.Service {
 }
 
 // woken drains the allocator's events and returns the names it enqueued.
-func woken(a *portAllocator) []string {
+func woken(a *Allocator) []string {
 	var out []string
 	for {
 		select {
@@ -88,7 +88,7 @@ func woken(a *portAllocator) []string {
 
 // allocate allocates es's ports and, on success, records them in the cache
 // as the status write would.
-func allocate(t *testing.T, a *portAllocator, c fakeCache, es *elastiv1alpha1.ElastiService, svc *corev1.Service) ([]int32, error) {
+func allocate(t *testing.T, a *Allocator, c fakeCache, es *elastiv1alpha1.ElastiService, svc *corev1.Service) ([]int32, error) {
 	t.Helper()
 	got, err := a.Allocate(context.Background(), es, svc)
 	if err != nil {
@@ -230,5 +230,87 @@ func TestPortWaiterForgottenOnRelease(t *testing.T) {
 	a.Release(keyOf(es1))
 	if got := woken(a); len(got) != 0 {
 		t.Fatalf("woken %v with nobody waiting", got)
+	}
+}
+
+func TestPortAllocator(t *testing.T) {
+	ctx := context.Background()
+	older := time.Unix(100, 0)
+	// holdersDB simulates the cache: who records which port.
+	db := map[int32][]elastiv1alpha1.ElastiService{}
+	a := newPortAllocator(20000, 20003, func(_ context.Context, p int32) ([]elastiv1alpha1.ElastiService, error) { return db[p], nil })
+	svc := func(names ...string) *corev1.Service {
+		s := &corev1.Service{}
+		for i, n := range names {
+			s.Spec.Ports = append(s.Spec.Ports, corev1.ServicePort{Name: n, Port: int32(80 + i)})
+		}
+		s.Spec.Ports = append(s.Spec.Ports, corev1.ServicePort{Name: "udp", Port: 53, Protocol: corev1.ProtocolUDP})
+		return s
+	}
+	es := func(name string, created time.Time, ports ...elastiv1alpha1.ProxyPort) *elastiv1alpha1.ElastiService {
+		return &elastiv1alpha1.ElastiService{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name, CreationTimestamp: metav1.NewTime(created)},
+			Status: elastiv1alpha1.ElastiServiceStatus{ProxyPorts: ports}}
+	}
+	record := func(e *elastiv1alpha1.ElastiService, ports []elastiv1alpha1.ProxyPort) {
+		e.Status.ProxyPorts = ports
+		for _, p := range ports {
+			db[p.ResolverPort] = append(db[p.ResolverPort], *e)
+		}
+	}
+	resolverPorts := func(pp []elastiv1alpha1.ProxyPort) []int32 {
+		var out []int32
+		for _, p := range pp {
+			out = append(out, p.ResolverPort)
+		}
+		return out
+	}
+
+	a1 := es("a", older)
+	got, err := a.Allocate(ctx, a1, svc("http", "grpc"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff([]int32{20000, 20001}, resolverPorts(got)); diff != "" {
+		t.Fatalf("first allocation (-want +got)\n%s", diff)
+	}
+	// b allocates before a's status reached the cache: the reservation
+	// keeps them apart.
+	b := es("b", older.Add(time.Second))
+	gotB, err := a.Allocate(ctx, b, svc("http"))
+	if err != nil || resolverPorts(gotB)[0] != 20002 {
+		t.Fatalf("b got %v %v", gotB, err)
+	}
+	record(a1, got)
+	record(b, gotB)
+
+	// Stable: a keeps its ports, and a port added later gets a new one.
+	again, err := a.Allocate(ctx, a1, svc("http", "grpc", "admin"))
+	if err != nil || cmp.Diff([]int32{20000, 20001, 20003}, resolverPorts(again)) != "" {
+		t.Fatalf("a again: %v %v", again, err)
+	}
+	// Exhausted.
+	c := es("c", older.Add(2*time.Second))
+	if _, err := a.Allocate(ctx, c, svc("http")); err == nil {
+		t.Fatal("allocation beyond the range succeeded")
+	}
+	// Released ports are reused.
+	a.Release(types.NamespacedName{Namespace: "ns", Name: "b"})
+	delete(db, 20002)
+	gotC, err := a.Allocate(ctx, c, svc("http"))
+	if err != nil || resolverPorts(gotC)[0] != 20002 {
+		t.Fatalf("c after release: %v %v", gotC, err)
+	}
+
+	// A collision recorded by two objects (say, from two leaders): the
+	// older keeps the port, the younger moves.
+	fresh := newPortAllocator(20000, 20009, func(_ context.Context, p int32) ([]elastiv1alpha1.ElastiService, error) { return db[p], nil })
+	db = map[int32][]elastiv1alpha1.ElastiService{}
+	clash := []elastiv1alpha1.ProxyPort{{Name: "http", Port: 80, ResolverPort: 20005}}
+	old, young := es("old", older, clash...), es("young", older.Add(time.Hour), clash...)
+	db[20005] = []elastiv1alpha1.ElastiService{*old, *young}
+	gotOld, _ := fresh.Allocate(ctx, old, svc("http"))
+	gotYoung, _ := fresh.Allocate(ctx, young, svc("http"))
+	if resolverPorts(gotOld)[0] != 20005 || resolverPorts(gotYoung)[0] == 20005 {
+		t.Fatalf("collision: old %v young %v", gotOld, gotYoung)
 	}
 }
