@@ -18,6 +18,7 @@ import (
 
 	elastiv1alpha1 "elasti.dev/elasti/api/v1alpha1"
 	"elasti.dev/elasti/internal/contract"
+	"elasti.dev/elasti/internal/controller/ledger"
 	"elasti.dev/elasti/internal/scaling"
 )
 
@@ -94,7 +95,7 @@ func targetCreationOf(u *unstructured.Unstructured) targetCreation {
 }
 
 // replicaFailure is the message of the target's ReplicaFailure condition
-// when it turned True at or after since, less clockSkew (since is stamped
+// when it turned True at or after since, less ledger.ClockSkew (since is stamped
 // by the operator's clock, the condition by the controller's); "" when
 // there is none or it is older: it is not this wake's. The condition's
 // time is its lastTransitionTime, else its lastUpdateTime; one with
@@ -108,7 +109,7 @@ func replicaFailure(tc targetCreation, since time.Time) string {
 	if at.IsZero() {
 		at = c.LastUpdateTime.Time
 	}
-	if !since.IsZero() && at.Before(since.Add(-clockSkew)) {
+	if !since.IsZero() && at.Before(since.Add(-ledger.ClockSkew)) {
 		return ""
 	}
 	if c.Message == "" {
@@ -119,7 +120,7 @@ func replicaFailure(tc targetCreation, since time.Time) string {
 
 // failedCreate is the message of the latest FailedCreate Warning Event
 // about the target (its kind and name, and its UID when both sides carry
-// one) that happened at or after since, less clockSkew; "" when there is
+// one) that happened at or after since, less ledger.ClockSkew; "" when there is
 // none. Ties go to the Event whose name sorts first.
 func failedCreate(events []corev1.Event, kind, name string, uid types.UID, since time.Time) string {
 	var latest *corev1.Event
@@ -131,7 +132,7 @@ func failedCreate(events []corev1.Event, kind, name string, uid types.UID, since
 			continue
 		}
 		at := eventTime(e)
-		if !since.IsZero() && at.Before(since.Add(-clockSkew)) {
+		if !since.IsZero() && at.Before(since.Add(-ledger.ClockSkew)) {
 			continue
 		}
 		if latest == nil || at.After(eventTime(latest)) || (at.Equal(eventTime(latest)) && e.Name < latest.Name) {

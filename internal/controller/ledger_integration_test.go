@@ -9,13 +9,14 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
-	"github.com/prometheus/client_golang/prometheus/testutil"
+	dto "github.com/prometheus/client_model/go"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	clocktesting "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
+	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	elastiv1alpha1 "elasti.dev/elasti/api/v1alpha1"
 	"elasti.dev/elasti/internal/contract"
@@ -140,18 +141,59 @@ func TestLedgerSleepAndWake(t *testing.T) {
 	for name, c := range map[string]struct {
 		got, want float64
 	}{
-		"wakes":         {testutil.ToFloat64(ledgerWakes.WithLabelValues(op.ns, "led")), 1},
-		"sleeps":        {testutil.ToFloat64(ledgerSleeps.WithLabelValues(op.ns, "led")), 1},
-		"at zero":       {testutil.ToFloat64(ledgerSecondsAtZero.WithLabelValues(op.ns, "led")), 7200},
-		"at zero since": {testutil.ToFloat64(ledgerAtZeroSince.WithLabelValues(op.ns, "led")), 0},
-		"saved cpu":     {testutil.ToFloat64(ledgerSavedCPU.WithLabelValues(op.ns, "led")), 3600},
-		"saved memory":  {testutil.ToFloat64(ledgerSavedMemory.WithLabelValues(op.ns, "led")), 900 << 30},
+		"wakes":         {ledgerMetric(t, "elasti_operator_ledger_wakes_total", op.ns, "led"), 1},
+		"sleeps":        {ledgerMetric(t, "elasti_operator_ledger_sleeps_total", op.ns, "led"), 1},
+		"at zero":       {ledgerMetric(t, "elasti_operator_ledger_at_zero_seconds_total", op.ns, "led"), 7200},
+		"at zero since": {ledgerMetric(t, "elasti_operator_ledger_at_zero_since_timestamp_seconds", op.ns, "led"), 0},
+		"saved cpu":     {ledgerMetric(t, "elasti_operator_ledger_saved_cpu_core_seconds_total", op.ns, "led"), 3600},
+		"saved memory":  {ledgerMetric(t, "elasti_operator_ledger_saved_memory_byte_seconds_total", op.ns, "led"), 900 << 30},
 	} {
 		if c.got != c.want {
 			t.Errorf("metric %s = %v, want %v", name, c.got, c.want)
 		}
 	}
-	if n := testutil.CollectAndCount(coldStartPhaseHistogram.MustCurryWith(map[string]string{"namespace": op.ns, "elastiservice": "led"})); n != 4 {
+	if n := len(ledgerSeries(t, "elasti_operator_cold_start_phase_seconds", op.ns, "led")); n != 4 {
 		t.Errorf("%d cold-start phase series, want 4", n)
 	}
+}
+
+// ledgerSeries returns one ElastiService's series of the metric name, as
+// the operator's registry gathers them (the ledger's metrics live in
+// package ledger).
+func ledgerSeries(t *testing.T, name, ns, es string) []*dto.Metric {
+	t.Helper()
+	families, err := crmetrics.Registry.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []*dto.Metric
+	for _, f := range families {
+		if f.GetName() != name {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			labels := map[string]string{}
+			for _, l := range m.GetLabel() {
+				labels[l.GetName()] = l.GetValue()
+			}
+			if labels["namespace"] == ns && labels["elastiservice"] == es {
+				out = append(out, m)
+			}
+		}
+	}
+	return out
+}
+
+// ledgerMetric is the value of one ElastiService's counter or gauge name; 0
+// when it has no series.
+func ledgerMetric(t *testing.T, name, ns, es string) float64 {
+	t.Helper()
+	series := ledgerSeries(t, name, ns, es)
+	if len(series) == 0 {
+		return 0
+	}
+	if c := series[0].GetCounter(); c != nil {
+		return c.GetValue()
+	}
+	return series[0].GetGauge().GetValue()
 }

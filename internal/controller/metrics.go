@@ -5,6 +5,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	elastiv1alpha1 "elasti.dev/elasti/api/v1alpha1"
+	"elasti.dev/elasti/internal/controller/ledger"
 )
 
 // The operator's metrics. Labels are bounded: namespace and elastiservice
@@ -67,7 +68,7 @@ func forgetMetrics(namespace, name string) {
 	activations.DeletePartialMatch(labels)
 	wakeRequestCount.DeletePartialMatch(labels)
 	writeConflicts.DeletePartialMatch(labels)
-	forgetLedgerMetrics(labels)
+	ledger.Forget(labels)
 }
 
 // Values of the wake label of elasti_operator_wake_requests_total.

@@ -7,6 +7,7 @@ import (
 
 	elastiv1alpha1 "elasti.dev/elasti/api/v1alpha1"
 	"elasti.dev/elasti/internal/contract"
+	"elasti.dev/elasti/internal/controller/ledger"
 	"elasti.dev/elasti/internal/scaling"
 	"elasti.dev/elasti/internal/sleepgate"
 )
@@ -96,8 +97,8 @@ type observed struct {
 	// firing, which the reconcile comes back for.
 	preWarm, preWarmNext time.Time
 
-	// ledger is what status.ledger needs (ledger.go).
-	ledger ledgerObserved
+	// ledger is what status.ledger needs (package ledger).
+	ledger ledger.Observed
 
 	// fallback is what the FallbackActive condition needs (fallback.go).
 	fallback fallbackObserved

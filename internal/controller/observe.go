@@ -16,6 +16,7 @@ import (
 
 	elastiv1alpha1 "elasti.dev/elasti/api/v1alpha1"
 	"elasti.dev/elasti/internal/contract"
+	"elasti.dev/elasti/internal/controller/ledger"
 	"elasti.dev/elasti/internal/controller/ports"
 	"elasti.dev/elasti/internal/keyed"
 	"elasti.dev/elasti/internal/scaling"
@@ -191,7 +192,31 @@ func graceStart(grace *keyed.Map[types.NamespacedName, time.Time], key types.Nam
 }
 
 // lastPreWarm is the last pre-warm firing recorded for key; zero when none.
-func lastPreWarm(ledger *keyed.Map[types.NamespacedName, time.Time], key types.NamespacedName) time.Time {
-	t, _ := ledger.Get(key)
+func lastPreWarm(firings *keyed.Map[types.NamespacedName, time.Time], key types.NamespacedName) time.Time {
+	t, _ := firings.Get(key)
 	return t
+}
+
+// observeLedger reads what the ledger needs: one replica's requests from
+// the pod-template cache the selector check fills (no API read for an
+// unchanged target), and, through ledger.Observe, the woken pods while a
+// cold start is pending. The target's own pods when its template names
+// them; else those the Service routes to.
+func (r *Reconciler) observeLedger(ctx context.Context, es *elastiv1alpha1.ElastiService, svc *corev1.Service, o observed) ledger.Observed {
+	requests := ledger.NoTemplate
+	var tpl templateLabels
+	if o.targetFound {
+		if t, ok := r.templates.read(ctx, es.Namespace, es.Spec.ScaleTargetRef); ok {
+			tpl, requests = t, t.requests
+		}
+	}
+	sel := tpl.labels
+	if len(sel) == 0 && o.serviceFound {
+		sel = svc.Spec.Selector
+	}
+	var pods ledger.PodLister
+	if r.live != nil {
+		pods = r.live
+	}
+	return ledger.Observe(ctx, pods, es, requests, o.ownReady, sel)
 }

@@ -11,7 +11,7 @@ package controller
 //
 // Pods are listed, live and never watched, in the targets' namespaces: once
 // per wake from zero, to read the woken pod's phases for status.ledger
-// (ledger_observe.go), and every second while a wake is in progress, for
+// (ledger.Observe), and every second while a wake is in progress, for
 // status.wakeProgress and the fallback. The Events of a woken pod that may
 // be pulling an image are listed the same way, by field selector
 // (wakeprogress_observe.go), and so are the FailedCreate Events of a target

@@ -53,7 +53,7 @@ type Reconciler struct {
 	// Service selects the target's pods.
 	templates *podTemplates
 	// live reads, uncached, what the cache does not hold: the woken
-	// target's pods, for status.ledger (ledger_observe.go), the fallback
+	// target's pods, for status.ledger (ledger.Observe), the fallback
 	// (fallback.go) and status.wakeProgress (wakeprogress_observe.go), and
 	// those pods' Events. The cache holds only resolver pods, and no Event.
 	live client.Reader

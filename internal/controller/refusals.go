@@ -17,6 +17,7 @@ import (
 
 	elastiv1alpha1 "elasti.dev/elasti/api/v1alpha1"
 	"elasti.dev/elasti/internal/contract"
+	"elasti.dev/elasti/internal/controller/ledger"
 	"elasti.dev/elasti/internal/scaling"
 )
 
@@ -172,8 +173,8 @@ type templateLabels struct {
 	resourceVersion string
 	labels          map[string]string
 	found           bool
-	// requests are one replica's requests, for the ledger (ledger.go).
-	requests replicaRequests
+	// requests are one replica's requests, for the ledger (package ledger).
+	requests ledger.Requests
 	// creation is what the target says of its pods' creation, for the
 	// fallback and status.wakeProgress (fallback_notcreated.go).
 	creation targetCreation
@@ -215,7 +216,7 @@ func (p *podTemplates) read(ctx context.Context, namespace string, ref elastiv1a
 		return templateLabels{}, false
 	}
 	m, found, err := unstructured.NestedStringMap(u.Object, "spec", "template", "metadata", "labels")
-	cur := templateLabels{resourceVersion: u.GetResourceVersion(), labels: m, found: found && err == nil, requests: templateRequests(u), creation: targetCreationOf(u)}
+	cur := templateLabels{resourceVersion: u.GetResourceVersion(), labels: m, found: found && err == nil, requests: ledger.TemplateRequests(u), creation: targetCreationOf(u)}
 	p.mu.Lock()
 	if p.seen == nil || len(p.seen) > 4096 {
 		p.seen = map[templateKey]templateLabels{}

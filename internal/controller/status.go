@@ -14,6 +14,7 @@ import (
 
 	elastiv1alpha1 "elasti.dev/elasti/api/v1alpha1"
 	"elasti.dev/elasti/internal/contract"
+	"elasti.dev/elasti/internal/controller/ledger"
 	"elasti.dev/elasti/internal/scaling"
 	"elasti.dev/elasti/internal/sleepgate"
 )
@@ -186,7 +187,7 @@ func desiredStatus(es *elastiv1alpha1.ElastiService, o observed, p plan, fx effe
 		set(elastiv1alpha1.ConditionTargetReady, metav1.ConditionFalse, ReasonNoReadyEndpoint, "the Service's own EndpointSlices list no ready endpoint of the target")
 	}
 	setFallbackCondition(&st, es, o.fallback, o.now)
-	st.Ledger = nextLedger(es, st, o)
+	st.Ledger = ledger.Next(es, st, o.now, o.replicas, o.ledger)
 	st.WakeProgress = nextWakeProgress(es.Status.WakeProgress, st, o.wake, p, o.now)
 	return st
 }
@@ -219,7 +220,7 @@ func (r *Reconciler) writeStatus(ctx context.Context, es *elastiv1alpha1.ElastiS
 	if err := r.client.Status().Update(ctx, es); err != nil {
 		return fmt.Errorf("update status of ElastiService %s/%s: %w", es.Namespace, es.Name, err)
 	}
-	recordLedger(es.Namespace, es.Name, prevLedger, st.Ledger)
+	ledger.Record(es.Namespace, es.Name, prevLedger, st.Ledger)
 	log := ctrl.LoggerFrom(ctx)
 	// A phase change is logged, not announced: an Event per phase of every
 	// wake would drown the others.

@@ -12,6 +12,7 @@ import (
 
 	elastiv1alpha1 "elasti.dev/elasti/api/v1alpha1"
 	"elasti.dev/elasti/internal/contract"
+	"elasti.dev/elasti/internal/controller/ledger"
 )
 
 // status.wakeProgress says how far a wake from zero has got, for the
@@ -20,7 +21,7 @@ import (
 // exists, from what the target says of the pods its controller cannot
 // create (fallback_notcreated.go). It exists while decide keeps the
 // ElastiService in proxy mode with Active=Waking and the ledger's cold
-// start (ledger.go) is pending: from the wake's own status write (Scaling)
+// start (package ledger) is pending: from the wake's own status write (Scaling)
 // until the reconcile that sees the Service's own ready endpoint, which
 // switches to serve and clears it. Phase Ready therefore shows only between
 // a pod's readiness and its endpoint's. At zero, in serve mode and when the
@@ -70,7 +71,7 @@ type wakeObserved struct {
 	// is pending), or this reconcile's status write begins one.
 	pending bool
 	// began is the wake's scale write; pods created before it (less
-	// clockSkew) are not the wake's.
+	// ledger.ClockSkew) are not the wake's.
 	began time.Time
 	// looked: the target's pods were listed; the phase, its message and
 	// the pod it was read from follow.
@@ -90,7 +91,7 @@ var wakePhaseRank = map[elastiv1alpha1.WakePhase]int{
 
 // wakeProgressOf is the phase of the wake that began at wake, read from the
 // pod furthest along among the target's pods created at or after it (less
-// clockSkew: the wake is stamped by the operator's clock, creation by the
+// ledger.ClockSkew: the wake is stamped by the operator's clock, creation by the
 // API server's) and not terminating: the pods of the previous awake period
 // may still be on their way out. Ties go to the pod created first. events
 // are the Events of the pods podsNeedingEvents named.
@@ -111,7 +112,7 @@ func wokenCandidates(pods []corev1.Pod, wake time.Time) []*corev1.Pod {
 	var out []*corev1.Pod
 	for i := range pods {
 		p := &pods[i]
-		if p.DeletionTimestamp != nil || p.CreationTimestamp.Time.Before(wake.Add(-clockSkew)) {
+		if p.DeletionTimestamp != nil || p.CreationTimestamp.Time.Before(wake.Add(-ledger.ClockSkew)) {
 			continue
 		}
 		out = append(out, p)
@@ -381,7 +382,7 @@ func truncateMessage(s string) string {
 // coldStartBegan is the scale write of the ledger's pending cold start: the
 // wake from zero in progress. ok is false when none is pending.
 func coldStartBegan(l *elastiv1alpha1.Ledger) (began time.Time, ok bool) {
-	if l == nil || !pendingColdStart(l) {
+	if l == nil || !ledger.PendingColdStart(l) {
 		return time.Time{}, false
 	}
 	return l.LastColdStart.ScaleWriteTime.Time, true

@@ -12,6 +12,7 @@ import (
 
 	elastiv1alpha1 "elasti.dev/elasti/api/v1alpha1"
 	"elasti.dev/elasti/internal/contract"
+	"elasti.dev/elasti/internal/controller/ledger"
 )
 
 // wakeInProgress reports whether a wake is in progress: the ElastiService
@@ -47,8 +48,8 @@ func (r *Reconciler) wakingPods(ctx context.Context, es *elastiv1alpha1.ElastiSe
 // (observePodsNotCreated): the Scaling phase's message says it.
 func (r *Reconciler) observeWake(ctx context.Context, es *elastiv1alpha1.ElastiService, o observed, pods []corev1.Pod, listed bool, notCreated string) wakeObserved {
 	var w wakeObserved
-	if activeReason(es.Status) == contract.ReasonScaledToZero {
-		// The status this reconcile writes leaves ScaledToZero: nextLedger
+	if ledger.ActiveReason(es.Status) == contract.ReasonScaledToZero {
+		// The status this reconcile writes leaves ScaledToZero: ledger.Next
 		// opens the cold start now.
 		w.pending, w.began = true, o.now
 	} else {

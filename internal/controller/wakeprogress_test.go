@@ -14,6 +14,7 @@ import (
 
 	elastiv1alpha1 "elasti.dev/elasti/api/v1alpha1"
 	"elasti.dev/elasti/internal/contract"
+	"elasti.dev/elasti/internal/controller/ledger"
 )
 
 var wakeAt = time.Date(2026, 3, 2, 12, 0, 0, 0, time.UTC)
@@ -93,12 +94,12 @@ func TestWakeProgressOf(t *testing.T) {
 		},
 		{
 			name: "a pod created well before the wake is not the wake's",
-			pods: []corev1.Pod{wokenTestPod("old", -clockSkew-time.Second, scheduled, readyCond)},
+			pods: []corev1.Pod{wokenTestPod("old", -ledger.ClockSkew-time.Second, scheduled, readyCond)},
 			want: elastiv1alpha1.WakePhaseScaling, msg: msgNoPod,
 		},
 		{
 			name: "a pod created within the clock skew before the wake is",
-			pods: []corev1.Pod{wokenTestPod("new", -clockSkew+time.Second)},
+			pods: []corev1.Pod{wokenTestPod("new", -ledger.ClockSkew+time.Second)},
 			want: elastiv1alpha1.WakePhaseScheduling, msg: "waiting for the scheduler", pod: "new",
 		},
 		{

@@ -1,4 +1,4 @@
-package controller
+package ledger
 
 import (
 	"testing"
@@ -77,11 +77,11 @@ func TestTemplateRequests(t *testing.T) {
 			"name": "a", "resources": map[string]any{"requests": map[string]any{"cpu": "250m", "memory": "64Mi"}},
 		}}},
 	}}}}
-	got := templateRequests(u)
+	got := TemplateRequests(u)
 	if got.unknown != "" || got.cpu.String() != "250m" || got.memory.String() != "64Mi" {
-		t.Errorf("templateRequests = %s %s %q, want 250m 64Mi", got.cpu.String(), got.memory.String(), got.unknown)
+		t.Errorf("TemplateRequests = %s %s %q, want 250m 64Mi", got.cpu.String(), got.memory.String(), got.unknown)
 	}
-	none := templateRequests(&unstructured.Unstructured{Object: map[string]any{"spec": map[string]any{"replicas": int64(1)}}})
+	none := TemplateRequests(&unstructured.Unstructured{Object: map[string]any{"spec": map[string]any{"replicas": int64(1)}}})
 	if none.unknown != unknownTemplate {
 		t.Errorf("a kind without spec.template: unknown = %q", none.unknown)
 	}
@@ -111,12 +111,12 @@ func TestSavedIsExact(t *testing.T) {
 	}
 }
 
-// ledgerStep is one reconcile as nextLedger sees it.
+// ledgerStep is one reconcile as Next sees it.
 type ledgerStep struct {
 	at       time.Duration // since the start
 	active   string        // the Active reason the reconcile writes
 	replicas int32         // what observe read
-	requests replicaRequests
+	requests Requests
 	woken    *corev1.Pod
 }
 
@@ -130,11 +130,11 @@ func runLedger(t *testing.T, start time.Time, steps []ledgerStep) *elastiv1alpha
 			status = metav1.ConditionFalse
 		}
 		meta.SetStatusCondition(&st.Conditions, metav1.Condition{Type: elastiv1alpha1.ConditionActive, Status: status, Reason: s.active})
-		o := observed{now: start.Add(s.at), replicas: s.replicas, ledger: ledgerObserved{requests: s.requests}}
+		lo := Observed{requests: s.requests}
 		if s.woken != nil {
-			o.ledger.looked, o.ledger.woken = true, s.woken
+			lo.looked, lo.woken = true, s.woken
 		}
-		st.Ledger = nextLedger(es, st, o)
+		st.Ledger = Next(es, st, start.Add(s.at), s.replicas, lo)
 		es.Status = st
 	}
 	return es
@@ -142,8 +142,8 @@ func runLedger(t *testing.T, start time.Time, steps []ledgerStep) *elastiv1alpha
 
 func TestLedgerAccumulatesAcrossCycles(t *testing.T) {
 	start := time.Date(2026, 3, 2, 0, 0, 0, 0, time.UTC)
-	small := replicaRequests{cpu: resource.MustParse("250m"), memory: resource.MustParse("64Mi")}
-	custom := replicaRequests{unknown: unknownTemplate}
+	small := Requests{cpu: resource.MustParse("250m"), memory: resource.MustParse("64Mi")}
+	custom := Requests{unknown: unknownTemplate}
 	h := time.Hour
 	es := runLedger(t, start, []ledgerStep{
 		{at: 0, active: contract.ReasonServing, replicas: 2, requests: small},

@@ -1,4 +1,4 @@
-package controller
+package ledger
 
 import (
 	"fmt"
@@ -22,17 +22,17 @@ import (
 // Active condition turns ScaledToZero and closed when it leaves it, and
 // its time and savings are added then. No write happens only to keep it.
 
-// replicaRequests are the CPU and memory one replica of the target
+// Requests are the CPU and memory one replica of the target
 // requests, read from its pod template.
-type replicaRequests struct {
+type Requests struct {
 	cpu, memory resource.Quantity
 	// unknown says why they are not known; empty when they are.
 	unknown string
 }
 
-// ledgerObserved is what observe read for the ledger.
-type ledgerObserved struct {
-	requests replicaRequests
+// Observed is what observe read for the ledger (Observe).
+type Observed struct {
+	requests Requests
 	// looked: a cold start is pending and the Service has a ready
 	// endpoint, so the woken pods were read. woken is the pod that ended
 	// the cold start (nil when none was found), and missing says why.
@@ -41,22 +41,25 @@ type ledgerObserved struct {
 	missing string
 }
 
-// unknownTemplate is replicaRequests.unknown for a target whose pod
+// unknownTemplate is Requests.unknown for a target whose pod
 // template cannot be read.
 const unknownTemplate = "the target has no pod template the operator can read (spec.template); time at zero is counted, savings are not"
 
-// templateRequests reads one replica's requests from a target's
+// NoTemplate is the requests of a target whose pod template was not read.
+var NoTemplate = Requests{unknown: unknownTemplate}
+
+// TemplateRequests reads one replica's requests from a target's
 // spec.template.
-func templateRequests(u *unstructured.Unstructured) replicaRequests {
+func TemplateRequests(u *unstructured.Unstructured) Requests {
 	raw, found, err := unstructured.NestedMap(u.Object, "spec", "template")
 	if err != nil || !found {
-		return replicaRequests{unknown: unknownTemplate}
+		return Requests{unknown: unknownTemplate}
 	}
 	var tpl corev1.PodTemplateSpec
 	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(raw, &tpl); err != nil {
-		return replicaRequests{unknown: fmt.Sprintf("the target's spec.template is not a pod template: %v", err)}
+		return Requests{unknown: fmt.Sprintf("the target's spec.template is not a pod template: %v", err)}
 	}
-	return replicaRequests{cpu: podRequest(tpl.Spec, corev1.ResourceCPU), memory: podRequest(tpl.Spec, corev1.ResourceMemory)}
+	return Requests{cpu: podRequest(tpl.Spec, corev1.ResourceCPU), memory: podRequest(tpl.Spec, corev1.ResourceMemory)}
 }
 
 // podRequest is what the scheduler reserves for a pod of this spec: the
@@ -137,23 +140,24 @@ func addTo(total **resource.Quantity, q resource.Quantity) {
 	(*total).Add(q)
 }
 
-// activeReason is the reason of a status's Active condition.
-func activeReason(st elastiv1alpha1.ElastiServiceStatus) string {
+// ActiveReason is the reason of a status's Active condition.
+func ActiveReason(st elastiv1alpha1.ElastiServiceStatus) string {
 	if c := meta.FindStatusCondition(st.Conditions, elastiv1alpha1.ConditionActive); c != nil {
 		return c.Reason
 	}
 	return ""
 }
 
-// nextLedger is the ledger after a reconcile: prev is the status as it
-// was, st the one about to be written (its conditions already set). It
+// Next is the ledger after a reconcile: prev is the status as it
+// was, st the one about to be written (its conditions already set), now
+// the reconcile's time and replicas the target's replicas observe read. It
 // opens a period at zero when Active turns ScaledToZero and closes it when
 // Active leaves it; a wake (Active back to True) starts a cold start,
 // which the first woken pod found Ready completes.
-func nextLedger(es *elastiv1alpha1.ElastiService, st elastiv1alpha1.ElastiServiceStatus, o observed) *elastiv1alpha1.Ledger {
+func Next(es *elastiv1alpha1.ElastiService, st elastiv1alpha1.ElastiServiceStatus, at time.Time, replicas int32, lo Observed) *elastiv1alpha1.Ledger {
 	prev := es.Status
-	wasAtZero := activeReason(prev) == contract.ReasonScaledToZero
-	atZero := activeReason(st) == contract.ReasonScaledToZero
+	wasAtZero := ActiveReason(prev) == contract.ReasonScaledToZero
+	atZero := ActiveReason(st) == contract.ReasonScaledToZero
 	if prev.Ledger == nil && !wasAtZero && !atZero {
 		return nil
 	}
@@ -161,8 +165,7 @@ func nextLedger(es *elastiv1alpha1.ElastiService, st elastiv1alpha1.ElastiServic
 	if prev.Ledger != nil {
 		l = prev.Ledger.DeepCopy()
 	}
-	now := metav1.NewTime(o.now.Truncate(time.Second))
-	replicas := o.replicas
+	now := metav1.NewTime(at.Truncate(time.Second))
 	if replicas <= 0 {
 		replicas = max(es.Spec.MinTargetReplicas, 1)
 	}
@@ -173,13 +176,13 @@ func nextLedger(es *elastiv1alpha1.ElastiService, st elastiv1alpha1.ElastiServic
 		if prev.LastScaledDownTime != nil {
 			since = metav1.NewTime(prev.LastScaledDownTime.Truncate(time.Second))
 		}
-		l.AtZeroSince, l.Asleep = &since, asleep(replicas, o.ledger.requests)
+		l.AtZeroSince, l.Asleep = &since, asleep(replicas, lo.requests)
 	}
 	switch {
 	case atZero && !wasAtZero:
 		l.Sleeps++
-		l.AtZeroSince, l.Asleep = &now, asleep(replicas, o.ledger.requests)
-		if pendingColdStart(l) {
+		l.AtZeroSince, l.Asleep = &now, asleep(replicas, lo.requests)
+		if PendingColdStart(l) {
 			l.LastColdStart.Message = "the target went back to zero before a woken pod was Ready"
 		}
 	case wasAtZero && !atZero:
@@ -190,13 +193,13 @@ func nextLedger(es *elastiv1alpha1.ElastiService, st elastiv1alpha1.ElastiServic
 			return l
 		}
 	}
-	if pendingColdStart(l) && o.ledger.looked {
-		*l.LastColdStart = coldStartPhases(*l.LastColdStart, o.ledger.woken, o.ledger.missing)
+	if PendingColdStart(l) && lo.looked {
+		*l.LastColdStart = coldStartPhases(*l.LastColdStart, lo.woken, lo.missing)
 	}
 	return l
 }
 
-func asleep(replicas int32, req replicaRequests) *elastiv1alpha1.LedgerAsleep {
+func asleep(replicas int32, req Requests) *elastiv1alpha1.LedgerAsleep {
 	a := &elastiv1alpha1.LedgerAsleep{Replicas: replicas}
 	if req.unknown != "" {
 		a.Unknown = req.unknown
@@ -224,7 +227,9 @@ func closePeriod(l *elastiv1alpha1.Ledger, now time.Time) {
 	l.AtZeroSince, l.Asleep = nil, nil
 }
 
-func pendingColdStart(l *elastiv1alpha1.Ledger) bool {
+// PendingColdStart reports whether the ledger's last cold start waits for
+// a woken pod to turn Ready.
+func PendingColdStart(l *elastiv1alpha1.Ledger) bool {
 	cs := l.LastColdStart
 	return cs != nil && cs.ReadyTime == nil && cs.Message == ""
 }
@@ -272,9 +277,10 @@ func containersStarted(pod *corev1.Pod) *metav1.Time {
 	return last
 }
 
-// clockSkew is how far before the wake a woken pod's Ready time may lie:
-// the wake is stamped by the operator's clock, Ready by the node's.
-const clockSkew = 5 * time.Second
+// ClockSkew is how far before the wake a woken pod's Ready time may lie:
+// the wake is stamped by the operator's clock, Ready by the node's. The
+// operator's other readers of pod and event times allow the same.
+const ClockSkew = 5 * time.Second
 
 // wokenPod picks the pod that ended a cold start begun at wake: among the
 // pods that are not terminating, the first to turn Ready at or after the
@@ -286,7 +292,7 @@ func wokenPod(pods []corev1.Pod, wake time.Time) *corev1.Pod {
 	for i := range pods {
 		p := &pods[i]
 		ready := conditionTime(p, corev1.PodReady)
-		if p.DeletionTimestamp != nil || ready == nil || ready.Time.Before(wake.Add(-clockSkew)) {
+		if p.DeletionTimestamp != nil || ready == nil || ready.Time.Before(wake.Add(-ClockSkew)) {
 			continue
 		}
 		cands = append(cands, p)

@@ -1,4 +1,4 @@
-package controller
+package ledger
 
 import (
 	"github.com/prometheus/client_golang/prometheus"
@@ -47,9 +47,9 @@ func init() {
 	metrics.Registry.MustRegister(ledgerSleeps, ledgerWakes, ledgerSecondsAtZero, ledgerAtZeroSince, ledgerSavedCPU, ledgerSavedMemory, coldStartPhaseHistogram)
 }
 
-// recordLedger moves the metrics by what a status write changed in the
+// Record moves the metrics by what a status write changed in the
 // ledger, from prev to cur.
-func recordLedger(namespace, name string, prev, cur *elastiv1alpha1.Ledger) {
+func Record(namespace, name string, prev, cur *elastiv1alpha1.Ledger) {
 	if cur == nil {
 		return
 	}
@@ -85,8 +85,8 @@ func quantityFloat(q *resource.Quantity) float64 {
 	return q.AsApproximateFloat64()
 }
 
-// forgetLedgerMetrics drops the ledger series of a deleted ElastiService.
-func forgetLedgerMetrics(labels prometheus.Labels) {
+// Forget drops the ledger series of a deleted ElastiService.
+func Forget(labels prometheus.Labels) {
 	for _, v := range []interface{ DeletePartialMatch(prometheus.Labels) int }{
 		ledgerSleeps, ledgerWakes, ledgerSecondsAtZero, ledgerAtZeroSince, ledgerSavedCPU, ledgerSavedMemory, coldStartPhaseHistogram,
 	} {
