@@ -13,12 +13,17 @@
 // in status.go (desiredStatus, writeStatus), the scale target in scaling.go
 // (wake, sleep, restore, the managed-target annotation, the grace timers),
 // deletion in deletion.go (finalizer, finalize, forget), activation calls in
-// wake.go, resolver ports through the ports package (allocator and
-// quarantine), and the custody of an HPA's last step
-// to zero in hpa.go (custodyStep and hpaMetricsVerdict beside syncHPA and
-// letGoHPA, which write the HPA). observe lists the resolver pods once
-// and hands that list to execute, so the proxy slices list the resolvers
-// decide counted.
+// wake.go, and the custody of an HPA's last step to zero in hpa.go
+// (custodyStep and hpaMetricsVerdict beside syncHPA and letGoHPA, which
+// write the HPA). observe lists the resolver pods once and hands that list
+// to execute, so the proxy slices list the resolvers decide counted.
+//
+// Concerns with pure inputs and outputs are packages of their own, which
+// this package imports and which never import it (docs/architecture.md,
+// "Inside the operator"): ports (the resolver port allocator and the
+// quarantine of freed ports), ledger (status.ledger and its metrics) and
+// wakeprogress (status.wakeProgress). None writes to the API server; what
+// they compute reaches it through this package's status writes (status.go).
 //
 // Everything durable lives in the API server, so a new leader re-derives the
 // state; in-memory bookkeeping (grace timers, in-flight port reservations,

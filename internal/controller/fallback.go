@@ -15,6 +15,7 @@ import (
 
 	elastiv1alpha1 "elasti.dev/elasti/api/v1alpha1"
 	"elasti.dev/elasti/internal/contract"
+	"elasti.dev/elasti/internal/controller/wakeprogress"
 )
 
 // The FallbackActive condition (spec.proxy.fallback) and the reasons it
@@ -93,7 +94,7 @@ func fallbackVerdict(f fallbackObserved, now time.Time) (status metav1.Condition
 	case f.refused != "":
 		cause, why = ReasonFallbackScaleRefused, "the wake's scale write was refused: "+f.refused
 	case f.notCreated != "":
-		cause, why = ReasonFallbackPodsNotCreated, msgPodsNotCreated+f.notCreated
+		cause, why = ReasonFallbackPodsNotCreated, wakeprogress.MsgPodsNotCreated+f.notCreated
 	case f.unschedulable != "":
 		cause, why = ReasonFallbackPodsUnschedulable, "a pod of the target cannot be scheduled: "+f.unschedulable
 	case !f.wokeAt.IsZero() && now.Sub(f.wokeAt) >= f.after:

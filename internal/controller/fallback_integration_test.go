@@ -19,6 +19,7 @@ import (
 
 	elastiv1alpha1 "elasti.dev/elasti/api/v1alpha1"
 	"elasti.dev/elasti/internal/contract"
+	"elasti.dev/elasti/internal/controller/wakeprogress"
 	"elasti.dev/elasti/internal/scaling"
 	"elasti.dev/elasti/internal/testenv/estest"
 )
@@ -262,12 +263,12 @@ func TestFallbackOnPodsNotCreated(t *testing.T) {
 		if c, err := fallbackCondition(op.ns, "quota"); err == nil && c.Status == metav1.ConditionTrue {
 			return fmt.Errorf("FallbackActive=True (%s: %s) on an old condition", c.Reason, c.Message)
 		}
-		return wantWakePhase(op.ns, "quota", elastiv1alpha1.WakePhaseScaling, msgNoPod)()
+		return wantWakePhase(op.ns, "quota", elastiv1alpha1.WakePhaseScaling, wakeprogress.MsgNoPod)()
 	})
 
 	setReplicaFailure(t, op.ns, "quota", quota, time.Now())
 	eventually(t, wait, "FallbackActive=True PodsNotCreated", wantCondition(op.ns, "quota", elastiv1alpha1.ConditionFallbackActive, metav1.ConditionTrue, ReasonFallbackPodsNotCreated))
-	if c, err := fallbackCondition(op.ns, "quota"); err != nil || !strings.Contains(c.Message, msgPodsNotCreated+quota) || !strings.Contains(c.Message, "quota-static") {
+	if c, err := fallbackCondition(op.ns, "quota"); err != nil || !strings.Contains(c.Message, wakeprogress.MsgPodsNotCreated+quota) || !strings.Contains(c.Message, "quota-static") {
 		t.Fatalf("condition %+v %v: want the controller's message and the fallback's name", c, err)
 	}
 	eventually(t, wait, "a FallbackActive Event", func() error {
@@ -278,12 +279,12 @@ func TestFallbackOnPodsNotCreated(t *testing.T) {
 		}
 		return fmt.Errorf("no Warning Event %s naming %s", EventFallbackActive, ReasonFallbackPodsNotCreated)
 	})
-	eventually(t, wait, "wakeProgress says why", wantWakePhase(op.ns, "quota", elastiv1alpha1.WakePhaseScaling, msgPodsNotCreated+quota))
+	eventually(t, wait, "wakeProgress says why", wantWakePhase(op.ns, "quota", elastiv1alpha1.WakePhaseScaling, wakeprogress.MsgPodsNotCreated+quota))
 
 	// The quota is raised: the controller clears the condition.
 	setReplicaFailure(t, op.ns, "quota", "", time.Time{})
 	eventually(t, wait, "FallbackActive=False NotNeeded once cleared", wantCondition(op.ns, "quota", elastiv1alpha1.ConditionFallbackActive, metav1.ConditionFalse, ReasonFallbackNotNeeded))
-	eventually(t, wait, "wakeProgress waits again", wantWakePhase(op.ns, "quota", elastiv1alpha1.WakePhaseScaling, msgNoPod))
+	eventually(t, wait, "wakeProgress waits again", wantWakePhase(op.ns, "quota", elastiv1alpha1.WakePhaseScaling, wakeprogress.MsgNoPod))
 
 	// Busy from here on: with idle triggers, the 1 s cooldown could put the
 	// woken target back to sleep before a slow (busy) test saw serve mode.
@@ -365,10 +366,10 @@ func TestFallbackOnPodsNotCreatedStatefulSet(t *testing.T) {
 
 	failedCreateEvent("db.new", quota, time.Now())
 	eventually(t, wait, "FallbackActive=True PodsNotCreated", wantCondition(op.ns, "db", elastiv1alpha1.ConditionFallbackActive, metav1.ConditionTrue, ReasonFallbackPodsNotCreated))
-	if c, err := fallbackCondition(op.ns, "db"); err != nil || !strings.Contains(c.Message, msgPodsNotCreated+quota) {
+	if c, err := fallbackCondition(op.ns, "db"); err != nil || !strings.Contains(c.Message, wakeprogress.MsgPodsNotCreated+quota) {
 		t.Fatalf("condition %+v %v: want the controller's message", c, err)
 	}
-	eventually(t, wait, "wakeProgress says why", wantWakePhase(op.ns, "db", elastiv1alpha1.WakePhaseScaling, msgPodsNotCreated+quota))
+	eventually(t, wait, "wakeProgress says why", wantWakePhase(op.ns, "db", elastiv1alpha1.WakePhaseScaling, wakeprogress.MsgPodsNotCreated+quota))
 
 	setOwnSlice(t, op.ns, "db", true)
 	eventually(t, wait, "FallbackActive=False NotNeeded", wantCondition(op.ns, "db", elastiv1alpha1.ConditionFallbackActive, metav1.ConditionFalse, ReasonFallbackNotNeeded))

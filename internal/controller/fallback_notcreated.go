@@ -19,6 +19,7 @@ import (
 	elastiv1alpha1 "elasti.dev/elasti/api/v1alpha1"
 	"elasti.dev/elasti/internal/contract"
 	"elasti.dev/elasti/internal/controller/ledger"
+	"elasti.dev/elasti/internal/controller/wakeprogress"
 	"elasti.dev/elasti/internal/scaling"
 )
 
@@ -38,9 +39,6 @@ const (
 	// eventReasonFailedCreate is the workload controllers' Event reason
 	// for a pod they failed to create.
 	eventReasonFailedCreate = "FailedCreate"
-	// msgPodsNotCreated leads the controller's own message, in the
-	// FallbackActive condition and in the Scaling phase's message.
-	msgPodsNotCreated = "the workload controller cannot create pods: "
 )
 
 // failureConditionKinds are the kinds whose controller reports a pod it
@@ -131,11 +129,11 @@ func failedCreate(events []corev1.Event, kind, name string, uid types.UID, since
 			(uid != "" && o.UID != "" && o.UID != uid) {
 			continue
 		}
-		at := eventTime(e)
+		at := wakeprogress.EventTime(e)
 		if !since.IsZero() && at.Before(since.Add(-ledger.ClockSkew)) {
 			continue
 		}
-		if latest == nil || at.After(eventTime(latest)) || (at.Equal(eventTime(latest)) && e.Name < latest.Name) {
+		if latest == nil || at.After(wakeprogress.EventTime(latest)) || (at.Equal(wakeprogress.EventTime(latest)) && e.Name < latest.Name) {
 			latest = e
 		}
 	}
@@ -149,7 +147,7 @@ func failedCreate(events []corev1.Event, kind, name string, uid types.UID, since
 // pending cold start, else the Active condition's turn to Waking; zero
 // when neither tells.
 func wakeBegan(es *elastiv1alpha1.ElastiService) time.Time {
-	if began, ok := coldStartBegan(es.Status.Ledger); ok {
+	if began, ok := wakeprogress.ColdStartBegan(es.Status.Ledger); ok {
 		return began
 	}
 	if c := meta.FindStatusCondition(es.Status.Conditions, elastiv1alpha1.ConditionActive); c != nil && c.Reason == contract.ReasonWaking {
@@ -172,7 +170,7 @@ func (r *Reconciler) observePodsNotCreated(ctx context.Context, es *elastiv1alph
 		return ""
 	}
 	since := wakeBegan(es)
-	if len(wokenCandidates(pods, since)) > 0 {
+	if len(wakeprogress.WokenCandidates(pods, since)) > 0 {
 		return ""
 	}
 	ref := es.Spec.ScaleTargetRef
@@ -182,7 +180,7 @@ func (r *Reconciler) observePodsNotCreated(ctx context.Context, es *elastiv1alph
 	}
 	tpl, _ := r.templates.read(ctx, es.Namespace, ref)
 	if msg := replicaFailure(tpl.creation, since); msg != "" {
-		return truncateMessage(msg)
+		return wakeprogress.TruncateMessage(msg)
 	}
 	if failureConditionKinds[gvk.GroupKind()] || r.live == nil {
 		return ""
@@ -199,5 +197,5 @@ func (r *Reconciler) observePodsNotCreated(ctx context.Context, es *elastiv1alph
 		ctrl.LoggerFrom(ctx).Error(err, "cannot list the Events of the woken target; pods it cannot create are seen only at fallback.after", "target", klog.KRef(es.Namespace, ref.Name))
 		return ""
 	}
-	return truncateMessage(failedCreate(list.Items, gvk.Kind, ref.Name, tpl.creation.uid, since))
+	return wakeprogress.TruncateMessage(failedCreate(list.Items, gvk.Kind, ref.Name, tpl.creation.uid, since))
 }

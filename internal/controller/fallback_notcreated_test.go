@@ -5,7 +5,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -13,6 +12,7 @@ import (
 
 	elastiv1alpha1 "elasti.dev/elasti/api/v1alpha1"
 	"elasti.dev/elasti/internal/contract"
+	"elasti.dev/elasti/internal/controller/wakeprogress"
 )
 
 const quotaMsg = `pods "web-7d9f8-abcde" is forbidden: exceeded quota: compute, requested: requests.cpu=2, used: requests.cpu=8, limited: requests.cpu=8`
@@ -35,11 +35,11 @@ func TestFallbackVerdictPodsNotCreated(t *testing.T) {
 		wantReason string
 		wantMsg    string
 	}{
-		{"pods not created", base, metav1.ConditionTrue, ReasonFallbackPodsNotCreated, msgPodsNotCreated + quotaMsg + "; requests go to fallback Service web-static"},
+		{"pods not created", base, metav1.ConditionTrue, ReasonFallbackPodsNotCreated, wakeprogress.MsgPodsNotCreated + quotaMsg + "; requests go to fallback Service web-static"},
 		{"scale refused first", with(func(f *fallbackObserved) { f.refused = "forbidden" }), metav1.ConditionTrue, ReasonFallbackScaleRefused, "forbidden"},
 		{"before unschedulable", with(func(f *fallbackObserved) { f.unschedulable = "pod a: 0/3 nodes" }), metav1.ConditionTrue, ReasonFallbackPodsNotCreated, quotaMsg},
 		{"before the deadline", with(func(f *fallbackObserved) { f.wokeAt = now.Add(-time.Minute) }), metav1.ConditionTrue, ReasonFallbackPodsNotCreated, quotaMsg},
-		{"fallback without endpoint", with(func(f *fallbackObserved) { f.ready = false }), metav1.ConditionFalse, ReasonFallbackUnavailable, msgPodsNotCreated + quotaMsg + "; fallback Service web-static has no ready endpoint"},
+		{"fallback without endpoint", with(func(f *fallbackObserved) { f.ready = false }), metav1.ConditionFalse, ReasonFallbackUnavailable, wakeprogress.MsgPodsNotCreated + quotaMsg + "; fallback Service web-static has no ready endpoint"},
 		{"not waking", with(func(f *fallbackObserved) { f.waking = false }), metav1.ConditionFalse, ReasonFallbackNotNeeded, "not waking"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -155,7 +155,7 @@ func TestFallbackFailedCreateEvent(t *testing.T) {
 	}
 }
 
-// An Event of the events.k8s.io API (eventTime and a series) is dated by
+// An Event of the events.k8s.io API (wakeprogress.EventTime and a series) is dated by
 // its series' last observation.
 func TestFallbackFailedCreateEventSeries(t *testing.T) {
 	e := corev1.Event{
@@ -184,17 +184,5 @@ func TestFallbackWakeBegan(t *testing.T) {
 	}
 	if got := wakeBegan(&elastiv1alpha1.ElastiService{}); !got.IsZero() {
 		t.Errorf("serving: %s, want zero", got)
-	}
-}
-
-func TestWakeProgressScalingMessage(t *testing.T) {
-	if diff := cmp.Diff(msgNoPod, scalingMessage("")); diff != "" {
-		t.Errorf("no reason (-want +got):\n%s", diff)
-	}
-	if diff := cmp.Diff(msgPodsNotCreated+quotaMsg, scalingMessage(quotaMsg)); diff != "" {
-		t.Errorf("a reason (-want +got):\n%s", diff)
-	}
-	if got := scalingMessage(strings.Repeat("x", 2*maxWakeMessage)); len(got) != maxWakeMessage || !strings.HasPrefix(got, msgPodsNotCreated) {
-		t.Errorf("a long reason: %d bytes, want %d starting with %q", len(got), maxWakeMessage, msgPodsNotCreated)
 	}
 }

@@ -8,6 +8,7 @@ import (
 	elastiv1alpha1 "elasti.dev/elasti/api/v1alpha1"
 	"elasti.dev/elasti/internal/contract"
 	"elasti.dev/elasti/internal/controller/ledger"
+	"elasti.dev/elasti/internal/controller/wakeprogress"
 	"elasti.dev/elasti/internal/scaling"
 	"elasti.dev/elasti/internal/sleepgate"
 )
@@ -103,8 +104,8 @@ type observed struct {
 	// fallback is what the FallbackActive condition needs (fallback.go).
 	fallback fallbackObserved
 
-	// wake is what status.wakeProgress needs (wakeprogress.go).
-	wake wakeObserved
+	// wake is what status.wakeProgress needs (package wakeprogress).
+	wake wakeprogress.Observed
 }
 
 // plan is what a reconcile does; execute carries it out in the order of
@@ -157,7 +158,7 @@ func decide(o observed) plan {
 	}
 	// A wake from zero comes back to read its pods again until one is
 	// Ready: they are not watched, and an image pull changes none of them.
-	if recheck := wakeRecheck(o.wake, p); recheck > 0 {
+	if recheck := wakeprogress.Recheck(o.wake, p.mode, p.active); recheck > 0 {
 		p.requeueAfter = earliestRequeue(p.requeueAfter, recheck)
 	}
 	return p

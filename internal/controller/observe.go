@@ -18,6 +18,7 @@ import (
 	"elasti.dev/elasti/internal/contract"
 	"elasti.dev/elasti/internal/controller/ledger"
 	"elasti.dev/elasti/internal/controller/ports"
+	"elasti.dev/elasti/internal/controller/wakeprogress"
 	"elasti.dev/elasti/internal/keyed"
 	"elasti.dev/elasti/internal/scaling"
 	"elasti.dev/elasti/internal/sleepgate"
@@ -127,7 +128,7 @@ func (r *Reconciler) observe(ctx context.Context, es *elastiv1alpha1.ElastiServi
 	if o.fallback, err = r.observeFallback(ctx, es, o, pods, notCreated); err != nil {
 		return o, l, err
 	}
-	o.wake = r.observeWake(ctx, es, o, pods, podsListed, notCreated)
+	o.wake = wakeprogress.Observe(ctx, r.live, es, o.now, pods, podsListed, notCreated)
 
 	o.phase = currentPhase(es.Status, o.replicas)
 	o.sleep = sleepgate.Evaluate(gateView(es, hold.custody), o.now)
@@ -219,4 +220,27 @@ func (r *Reconciler) observeLedger(ctx context.Context, es *elastiv1alpha1.Elast
 		pods = r.live
 	}
 	return ledger.Observe(ctx, pods, es, requests, o.ownReady, sel)
+}
+
+// wakeInProgress reports whether a wake is in progress: the ElastiService
+// is in proxy mode, so the resolvers hold the Service's traffic, and its
+// target has replicas but no ready endpoint of its own yet.
+func wakeInProgress(es *elastiv1alpha1.ElastiService, o observed) bool {
+	return es.Status.Mode == elastiv1alpha1.ModeProxy && !o.ownReady && o.replicas > 0
+}
+
+// wakingPods lists the pods of the Service, live, while a wake is in
+// progress: the fallback looks for unschedulable ones (fallback.go),
+// status.wakeProgress for the one furthest along, and both for none at all
+// (fallback_notcreated.go). A reconcile lists them once for all three.
+// listed is false when the Service has no selector to list them by.
+func (r *Reconciler) wakingPods(ctx context.Context, es *elastiv1alpha1.ElastiService, svc *corev1.Service, o observed) (pods []corev1.Pod, listed bool, err error) {
+	if !wakeInProgress(es, o) || !o.serviceFound || len(svc.Spec.Selector) == 0 || r.live == nil {
+		return nil, false, nil
+	}
+	list := &corev1.PodList{}
+	if err := r.live.List(ctx, list, client.InNamespace(es.Namespace), client.MatchingLabels(svc.Spec.Selector)); err != nil {
+		return nil, false, fmt.Errorf("list the pods of Service %s/%s: %w", es.Namespace, es.Spec.Service, err)
+	}
+	return list.Items, true, nil
 }

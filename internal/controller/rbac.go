@@ -14,7 +14,7 @@ package controller
 // (ledger.Observe), and every second while a wake is in progress, for
 // status.wakeProgress and the fallback. The Events of a woken pod that may
 // be pulling an image are listed the same way, by field selector
-// (wakeprogress_observe.go), and so are the FailedCreate Events of a target
+// (wakeprogress.Observe), and so are the FailedCreate Events of a target
 // without a ReplicaFailure condition whose wake created no pod
 // (fallback_notcreated.go); none is watched or cached.
 //

@@ -54,7 +54,7 @@ type Reconciler struct {
 	templates *podTemplates
 	// live reads, uncached, what the cache does not hold: the woken
 	// target's pods, for status.ledger (ledger.Observe), the fallback
-	// (fallback.go) and status.wakeProgress (wakeprogress_observe.go), and
+	// (fallback.go) and status.wakeProgress (wakeprogress.Observe), and
 	// those pods' Events. The cache holds only resolver pods, and no Event.
 	live client.Reader
 	// refusedWakes remembers, per ElastiService, why the API server refused

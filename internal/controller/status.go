@@ -15,6 +15,7 @@ import (
 	elastiv1alpha1 "elasti.dev/elasti/api/v1alpha1"
 	"elasti.dev/elasti/internal/contract"
 	"elasti.dev/elasti/internal/controller/ledger"
+	"elasti.dev/elasti/internal/controller/wakeprogress"
 	"elasti.dev/elasti/internal/scaling"
 	"elasti.dev/elasti/internal/sleepgate"
 )
@@ -188,7 +189,7 @@ func desiredStatus(es *elastiv1alpha1.ElastiService, o observed, p plan, fx effe
 	}
 	setFallbackCondition(&st, es, o.fallback, o.now)
 	st.Ledger = ledger.Next(es, st, o.now, o.replicas, o.ledger)
-	st.WakeProgress = nextWakeProgress(es.Status.WakeProgress, st, o.wake, p, o.now)
+	st.WakeProgress = wakeprogress.Next(es.Status.WakeProgress, st, o.wake, p.mode, p.active, o.now)
 	return st
 }
 

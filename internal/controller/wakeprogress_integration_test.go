@@ -19,6 +19,7 @@ import (
 
 	elastiv1alpha1 "elasti.dev/elasti/api/v1alpha1"
 	"elasti.dev/elasti/internal/contract"
+	"elasti.dev/elasti/internal/controller/wakeprogress"
 	"elasti.dev/elasti/internal/scaling"
 	"elasti.dev/elasti/internal/testenv/estest"
 )
@@ -156,7 +157,7 @@ func TestWakeProgress(t *testing.T) {
 	}
 	// The activation call is answered once the status records the wake,
 	// its progress included.
-	if err := wantWakePhase(op.ns, "wp", elastiv1alpha1.WakePhaseScaling, msgNoPod)(); err != nil {
+	if err := wantWakePhase(op.ns, "wp", elastiv1alpha1.WakePhaseScaling, wakeprogress.MsgNoPod)(); err != nil {
 		t.Fatalf("right after the wake: %v", err)
 	}
 	es := getES(t, op.ns, "wp")
@@ -198,11 +199,11 @@ func TestWakeProgress(t *testing.T) {
 
 	// The kubelet records Pulling as it starts the pull; the pod then says
 	// ContainerCreating all along, as it would for any slow start.
-	kubeletEvent(t, op.ns, "wp-1", eventReasonPulling, `Pulling image "example.invalid/app:1"`)
+	kubeletEvent(t, op.ns, "wp-1", "Pulling", `Pulling image "example.invalid/app:1"`)
 	kubeletPodStatus(t, op.ns, "wp-1", corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "ContainerCreating"}}, false)
 	step("PullingImage", elastiv1alpha1.WakePhasePullingImage, `Pulling image "example.invalid/app:1"`)
 
-	kubeletEvent(t, op.ns, "wp-1", eventReasonPulled, `Successfully pulled image "example.invalid/app:1" in 41s (41s including waiting). Image size: 1000 bytes.`)
+	kubeletEvent(t, op.ns, "wp-1", "Pulled", `Successfully pulled image "example.invalid/app:1" in 41s (41s including waiting). Image size: 1000 bytes.`)
 	kubeletPodStatus(t, op.ns, "wp-1", corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: metav1.Now()}}, false)
 	step("Starting", elastiv1alpha1.WakePhaseStarting, "container app not ready")
 
@@ -241,7 +242,7 @@ func TestWakeProgress(t *testing.T) {
 	if _, err := op.waker.Wake(ctxT(t), types.NamespacedName{Namespace: op.ns, Name: "wp"}); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, wait, "Scaling again", wantWakePhase(op.ns, "wp", elastiv1alpha1.WakePhaseScaling, msgNoPod))
+	eventually(t, wait, "Scaling again", wantWakePhase(op.ns, "wp", elastiv1alpha1.WakePhaseScaling, wakeprogress.MsgNoPod))
 	if wp := getES(t, op.ns, "wp").Status.WakeProgress; !wp.StartTime.After(start.Time) {
 		t.Errorf("the second wake starts at %s, not after the first (%s)", wp.StartTime, start)
 	}

@@ -1,4 +1,4 @@
-package controller
+package wakeprogress
 
 import (
 	"fmt"
@@ -19,18 +19,18 @@ import (
 // resolvers' waking page. It is read from the target's pods (conditions and
 // container states) and their Events, never from a timer; while no pod
 // exists, from what the target says of the pods its controller cannot
-// create (fallback_notcreated.go). It exists while decide keeps the
-// ElastiService in proxy mode with Active=Waking and the ledger's cold
-// start (package ledger) is pending: from the wake's own status write (Scaling)
-// until the reconcile that sees the Service's own ready endpoint, which
+// create (the operator's observePodsNotCreated, fallback_notcreated.go).
+// It exists while decide keeps the ElastiService in proxy mode with
+// Active=Waking and the ledger's cold start (package ledger) is pending:
+// from the wake's own status write (Scaling) until the reconcile that sees the Service's own ready endpoint, which
 // switches to serve and clears it. Phase Ready therefore shows only between
 // a pod's readiness and its endpoint's. At zero, in serve mode and when the
 // ElastiService stands down it is unset.
 
-// wakeProgressRecheck is how often a reconcile comes back while a wake's
+// RecheckInterval is how often a reconcile comes back while a wake's
 // progress is short of Ready: the target's pods are not watched, and an
 // image pull changes no pod field at all.
-const wakeProgressRecheck = time.Second
+const RecheckInterval = time.Second
 
 // maxEventLookups bounds the pods whose Events one reconcile lists. A pod
 // beyond it that is pulling an image shows as Starting.
@@ -52,32 +52,38 @@ const (
 	waitingImagePullBackOff = "ImagePullBackOff"
 )
 
-// msgNoPod is the Scaling phase's message while the workload controller
+// MsgNoPod is the Scaling phase's message while the workload controller
 // gives no reason for the missing pod.
-const msgNoPod = "waiting for the workload controller to create a pod"
+const MsgNoPod = "waiting for the workload controller to create a pod"
+
+// MsgPodsNotCreated leads the workload controller's own message of why it
+// creates no pod, in the Scaling phase's message and in the operator's
+// FallbackActive condition.
+const MsgPodsNotCreated = "the workload controller cannot create pods: "
 
 // scalingMessage is the Scaling phase's message: why the workload
-// controller creates no pod, when it says (observePodsNotCreated).
+// controller creates no pod, when it says (the operator's
+// observePodsNotCreated).
 func scalingMessage(notCreated string) string {
 	if notCreated == "" {
-		return msgNoPod
+		return MsgNoPod
 	}
-	return truncateMessage(msgPodsNotCreated + notCreated)
+	return TruncateMessage(MsgPodsNotCreated + notCreated)
 }
 
-// wakeObserved is what status.wakeProgress is derived from.
-type wakeObserved struct {
-	// pending: a wake from zero is in progress (the ledger's cold start
+// Observed is what status.wakeProgress is derived from.
+type Observed struct {
+	// Pending: a wake from zero is in progress (the ledger's cold start
 	// is pending), or this reconcile's status write begins one.
-	pending bool
-	// began is the wake's scale write; pods created before it (less
+	Pending bool
+	// Began is the wake's scale write; pods created before it (less
 	// ledger.ClockSkew) are not the wake's.
-	began time.Time
-	// looked: the target's pods were listed; the phase, its message and
+	Began time.Time
+	// Looked: the target's pods were listed; the phase, its message and
 	// the pod it was read from follow.
-	looked       bool
-	phase        elastiv1alpha1.WakePhase
-	message, pod string
+	Looked       bool
+	Phase        elastiv1alpha1.WakePhase
+	Message, Pod string
 }
 
 // wakePhaseRank orders the phases: a pod further along ranks higher.
@@ -96,19 +102,19 @@ var wakePhaseRank = map[elastiv1alpha1.WakePhase]int{
 // may still be on their way out. Ties go to the pod created first. events
 // are the Events of the pods podsNeedingEvents named.
 func wakeProgressOf(pods []corev1.Pod, events []corev1.Event, wake time.Time) (phase elastiv1alpha1.WakePhase, message, pod string) {
-	phase, message = elastiv1alpha1.WakePhaseScaling, msgNoPod
-	for _, p := range wokenCandidates(pods, wake) {
+	phase, message = elastiv1alpha1.WakePhaseScaling, MsgNoPod
+	for _, p := range WokenCandidates(pods, wake) {
 		ph, msg := podWakePhase(p, events)
 		if pod == "" || wakePhaseRank[ph] > wakePhaseRank[phase] {
 			phase, message, pod = ph, msg, p.Name
 		}
 	}
-	return phase, truncateMessage(message), pod
+	return phase, TruncateMessage(message), pod
 }
 
-// wokenCandidates are the pods a wake at wake may have created, oldest
+// WokenCandidates are the pods a wake at wake may have created, oldest
 // first.
-func wokenCandidates(pods []corev1.Pod, wake time.Time) []*corev1.Pod {
+func WokenCandidates(pods []corev1.Pod, wake time.Time) []*corev1.Pod {
 	var out []*corev1.Pod
 	for i := range pods {
 		p := &pods[i]
@@ -133,7 +139,7 @@ func wokenCandidates(pods []corev1.Pod, wake time.Time) []*corev1.Pod {
 // Ready on its own. At most maxEventLookups, oldest first.
 func podsNeedingEvents(pods []corev1.Pod, wake time.Time) []string {
 	var names []string
-	for _, p := range wokenCandidates(pods, wake) {
+	for _, p := range WokenCandidates(pods, wake) {
 		ph, _ := podWakePhase(p, nil)
 		switch {
 		case ph == elastiv1alpha1.WakePhaseStarting && !allContainersRunning(p):
@@ -150,7 +156,7 @@ func podsNeedingEvents(pods []corev1.Pod, wake time.Time) []string {
 
 // podWakePhase is one pod's phase and what it waits for.
 func podWakePhase(pod *corev1.Pod, events []corev1.Event) (elastiv1alpha1.WakePhase, string) {
-	if podReady(pod) {
+	if c := podCondition(pod, corev1.PodReady); c != nil && c.Status == corev1.ConditionTrue {
 		return elastiv1alpha1.WakePhaseReady, "pod " + pod.Name + " is Ready; the Service routes to it once its EndpointSlices list it"
 	}
 	if c := podCondition(pod, corev1.PodScheduled); c == nil || c.Status != corev1.ConditionTrue {
@@ -224,10 +230,10 @@ func pendingPull(pod *corev1.Pod, events []corev1.Event) *corev1.Event {
 		if !eventOfPod(e, pod) {
 			continue
 		}
-		key, at := pullKey(e), eventTime(e)
+		key, at := pullKey(e), EventTime(e)
 		switch e.Reason {
 		case eventReasonPulling:
-			if prev, ok := pulling[key]; !ok || at.After(eventTime(prev)) {
+			if prev, ok := pulling[key]; !ok || at.After(EventTime(prev)) {
 				pulling[key] = e
 			}
 		case eventReasonPulled:
@@ -238,11 +244,11 @@ func pendingPull(pod *corev1.Pod, events []corev1.Event) *corev1.Event {
 	}
 	var latest *corev1.Event
 	for key, e := range pulling {
-		if at := eventTime(e); !at.After(pulled[key]) || containerStarted(pod, e.InvolvedObject.FieldPath) {
+		if at := EventTime(e); !at.After(pulled[key]) || containerStarted(pod, e.InvolvedObject.FieldPath) {
 			continue
 		}
-		if latest == nil || eventTime(e).After(eventTime(latest)) ||
-			(eventTime(e).Equal(eventTime(latest)) && e.Name < latest.Name) {
+		if latest == nil || EventTime(e).After(EventTime(latest)) ||
+			(EventTime(e).Equal(EventTime(latest)) && e.Name < latest.Name) {
 			latest = e
 		}
 	}
@@ -275,8 +281,8 @@ func pullKey(e *corev1.Event) string {
 	return ""
 }
 
-// eventTime is when an Event last happened.
-func eventTime(e *corev1.Event) time.Time {
+// EventTime is when an Event last happened.
+func EventTime(e *corev1.Event) time.Time {
 	switch {
 	case e.Series != nil && !e.Series.LastObservedTime.IsZero():
 		return e.Series.LastObservedTime.Time
@@ -366,9 +372,9 @@ func containerWaitsFor(kind, name string, s corev1.ContainerStatus, ok bool, run
 	return fmt.Sprintf("%s %s not started", kind, name)
 }
 
-// truncateMessage keeps a message within the CRD's limit, on a rune
+// TruncateMessage keeps a message within the CRD's limit, on a rune
 // boundary.
-func truncateMessage(s string) string {
+func TruncateMessage(s string) string {
 	if len(s) <= maxWakeMessage {
 		return s
 	}
@@ -379,34 +385,34 @@ func truncateMessage(s string) string {
 	return s + "..."
 }
 
-// coldStartBegan is the scale write of the ledger's pending cold start: the
+// ColdStartBegan is the scale write of the ledger's pending cold start: the
 // wake from zero in progress. ok is false when none is pending.
-func coldStartBegan(l *elastiv1alpha1.Ledger) (began time.Time, ok bool) {
+func ColdStartBegan(l *elastiv1alpha1.Ledger) (began time.Time, ok bool) {
 	if l == nil || !ledger.PendingColdStart(l) {
 		return time.Time{}, false
 	}
 	return l.LastColdStart.ScaleWriteTime.Time, true
 }
 
-// nextWakeProgress is status.wakeProgress after a reconcile: st is the
+// Next is status.wakeProgress after a reconcile: st is the
 // status about to be written (its ledger already updated), prev the
 // progress it had. The phase comes from the pods observe read, or is
 // Scaling when they were not read (the wake is this reconcile's own). An
 // unchanged phase keeps its phaseTime, so that it costs no status write.
-func nextWakeProgress(prev *elastiv1alpha1.WakeProgress, st elastiv1alpha1.ElastiServiceStatus, w wakeObserved, p plan, now time.Time) *elastiv1alpha1.WakeProgress {
-	if p.mode != elastiv1alpha1.ModeProxy || p.active != contract.ReasonWaking {
+func Next(prev *elastiv1alpha1.WakeProgress, st elastiv1alpha1.ElastiServiceStatus, w Observed, mode elastiv1alpha1.Mode, active string, now time.Time) *elastiv1alpha1.WakeProgress {
+	if mode != elastiv1alpha1.ModeProxy || active != contract.ReasonWaking {
 		return nil
 	}
-	began, ok := coldStartBegan(st.Ledger)
+	began, ok := ColdStartBegan(st.Ledger)
 	if !ok {
 		return nil
 	}
 	next := &elastiv1alpha1.WakeProgress{
-		Phase: elastiv1alpha1.WakePhaseScaling, Message: msgNoPod,
+		Phase: elastiv1alpha1.WakePhaseScaling, Message: MsgNoPod,
 		StartTime: metav1.NewTime(began), PhaseTime: metav1.NewTime(now),
 	}
-	if w.looked {
-		next.Phase, next.Message, next.Pod = w.phase, w.message, w.pod
+	if w.Looked {
+		next.Phase, next.Message, next.Pod = w.Phase, w.Message, w.Pod
 	}
 	if prev != nil && prev.Phase == next.Phase {
 		next.PhaseTime = prev.PhaseTime
@@ -414,13 +420,13 @@ func nextWakeProgress(prev *elastiv1alpha1.WakeProgress, st elastiv1alpha1.Elast
 	return next
 }
 
-// wakeRecheck is when a reconcile comes back to read a wake's pods again:
-// every wakeProgressRecheck while its progress is short of Ready; 0 when
+// Recheck is when a reconcile comes back to read a wake's pods again:
+// every RecheckInterval while its progress is short of Ready; 0 when
 // there is no progress to follow.
-func wakeRecheck(w wakeObserved, p plan) time.Duration {
-	if !w.pending || p.mode != elastiv1alpha1.ModeProxy || p.active != contract.ReasonWaking ||
-		(w.looked && w.phase == elastiv1alpha1.WakePhaseReady) {
+func Recheck(w Observed, mode elastiv1alpha1.Mode, active string) time.Duration {
+	if !w.Pending || mode != elastiv1alpha1.ModeProxy || active != contract.ReasonWaking ||
+		(w.Looked && w.Phase == elastiv1alpha1.WakePhaseReady) {
 		return 0
 	}
-	return wakeProgressRecheck
+	return RecheckInterval
 }
