@@ -81,6 +81,8 @@ func TestConfigurationDocumentsEveryFlag(t *testing.T) {
 func TestConfigurationDocumentsEveryMetric(t *testing.T) {
 	metricRe := regexp.MustCompile(`Name:\s*"(elasti_[a-z0-9_]+)"`)
 	requireMentioned(t, "docs/configuration.md", "metric", findAll(t, "internal/*/metrics.go", metricRe), "`NAME`")
+	// Metrics of a concern's own package (internal/controller/ledger).
+	requireMentioned(t, "docs/configuration.md", "metric", findAll(t, "internal/*/*/metrics.go", metricRe), "`NAME`")
 }
 
 func TestConfigurationDocumentsEveryValue(t *testing.T) {
