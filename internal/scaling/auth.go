@@ -9,6 +9,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	elastiv1alpha1 "elasti.dev/elasti/api/v1alpha1"
 )
@@ -23,13 +24,14 @@ type credentials struct {
 	source string
 }
 
-// credentials reads the trigger's authSecretRef (a bearer token) or
-// basicAuthSecretRef (a username and password). The CRD refuses both at
-// once; should both still arrive, the bearer token wins.
-func (e *Evaluator) credentials(ctx context.Context, namespace string, md elastiv1alpha1.TriggerMetadata) (credentials, *Result) {
+// readCredentials reads the trigger's authSecretRef (a bearer token) or
+// basicAuthSecretRef (a username and password) through secrets, the
+// Evaluator's Secrets. The CRD refuses both at once; should both still
+// arrive, the bearer token wins.
+func readCredentials(ctx context.Context, secrets client.Reader, namespace string, md elastiv1alpha1.TriggerMetadata) (credentials, *Result) {
 	switch {
 	case md.AuthSecretRef != nil:
-		token, res := e.bearer(ctx, namespace, md.AuthSecretRef)
+		token, res := bearer(ctx, secrets, namespace, md.AuthSecretRef)
 		if res != nil {
 			return credentials{}, res
 		}
@@ -38,7 +40,7 @@ func (e *Evaluator) credentials(ctx context.Context, namespace string, md elasti
 			source: fmt.Sprintf("the bearer token in Secret %s/%s key %s", namespace, md.AuthSecretRef.Name, md.AuthSecretRef.Key),
 		}, nil
 	case md.BasicAuthSecretRef != nil:
-		user, password, res := e.basicAuth(ctx, namespace, md.BasicAuthSecretRef)
+		user, password, res := basicAuth(ctx, secrets, namespace, md.BasicAuthSecretRef)
 		if res != nil {
 			return credentials{}, res
 		}
@@ -51,8 +53,8 @@ func (e *Evaluator) credentials(ctx context.Context, namespace string, md elasti
 }
 
 // bearer reads the token from the named Secret key.
-func (e *Evaluator) bearer(ctx context.Context, namespace string, ref *elastiv1alpha1.SecretKeySelector) (string, *Result) {
-	s, res := e.secret(ctx, namespace, ref.Name)
+func bearer(ctx context.Context, secrets client.Reader, namespace string, ref *elastiv1alpha1.SecretKeySelector) (string, *Result) {
+	s, res := secret(ctx, secrets, namespace, ref.Name)
 	if res != nil {
 		return "", res
 	}
@@ -68,8 +70,8 @@ func (e *Evaluator) bearer(ctx context.Context, namespace string, ref *elastiv1a
 // works). A line ending at the end of either value is dropped, as one is
 // easily written into a Secret made from a file; other whitespace is kept,
 // since a password may hold it.
-func (e *Evaluator) basicAuth(ctx context.Context, namespace string, ref *elastiv1alpha1.LocalSecretReference) (user, password string, _ *Result) {
-	s, res := e.secret(ctx, namespace, ref.Name)
+func basicAuth(ctx context.Context, secrets client.Reader, namespace string, ref *elastiv1alpha1.LocalSecretReference) (user, password string, _ *Result) {
+	s, res := secret(ctx, secrets, namespace, ref.Name)
 	if res != nil {
 		return "", "", res
 	}
@@ -91,13 +93,13 @@ func (e *Evaluator) basicAuth(ctx context.Context, namespace string, ref *elasti
 }
 
 // secret reads a Secret of the ElastiService's namespace.
-func (e *Evaluator) secret(ctx context.Context, namespace, name string) (*corev1.Secret, *Result) {
-	if e.Secrets == nil {
+func secret(ctx context.Context, secrets client.Reader, namespace, name string) (*corev1.Secret, *Result) {
+	if secrets == nil {
 		r := unhealthy(ReasonAuthSecretUnavailable, "the operator has no Secret reader")
 		return nil, &r
 	}
 	s := &corev1.Secret{}
-	if err := e.Secrets.Get(ctx, types.NamespacedName{Namespace: namespace, Name: name}, s); err != nil {
+	if err := secrets.Get(ctx, types.NamespacedName{Namespace: namespace, Name: name}, s); err != nil {
 		msg := fmt.Sprintf("read Secret %s/%s: %v", namespace, name, err)
 		if apierrors.IsForbidden(err) {
 			msg = fmt.Sprintf("the operator may not read Secret %s/%s: grant it with a Role naming that Secret (see docs/operator.md)", namespace, name)

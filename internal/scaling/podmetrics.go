@@ -69,7 +69,7 @@ func (e *Evaluator) evaluatePodMetrics(ctx context.Context, es *elastiv1alpha1.E
 		return *res
 	}
 	s := scrapeSpec{metric: md.MetricName, labels: md.Labels, headers: md.Headers, timeout: e.timeout(), transport: e.transport()}
-	creds, res := e.credentials(ctx, es.Namespace, md)
+	creds, res := readCredentials(ctx, e.Secrets, es.Namespace, md)
 	if res != nil {
 		return *res
 	}

@@ -56,7 +56,7 @@ func (e *Evaluator) evaluatePrometheus(ctx context.Context, es *elastiv1alpha1.E
 	if q.address == "" {
 		return unhealthy(ReasonNoServerAddress, "no metadata.serverAddress and no operator --prometheus-address")
 	}
-	creds, res := e.credentials(ctx, es.Namespace, md)
+	creds, res := readCredentials(ctx, e.Secrets, es.Namespace, md)
 	if res != nil {
 		return *res
 	}
