@@ -66,9 +66,11 @@ type Reconciler struct {
 
 var _ reconcile.Reconciler = (*Reconciler)(nil)
 
-// conflictRetry is how soon a reconcile whose write met a newer version of
-// the object runs again.
-const conflictRetry = 100 * time.Millisecond
+// soon is how soon a reconcile that ended early runs again: one whose write
+// met a newer version of the object, or one that recorded the proxy ports
+// ahead of the rest of its plan (recordProxyPorts). Long enough for the
+// cache to see the write.
+const soon = 100 * time.Millisecond
 
 // Reconcile brings one ElastiService's world in line with its spec.
 func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.Result, err error) {
@@ -83,7 +85,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.
 			// requeue, brings the next reconcile.
 			ctrl.LoggerFrom(ctx).V(1).Info("write conflict: reconciling again", "error", err.Error())
 			writeConflicts.WithLabelValues(req.Namespace, req.Name).Inc()
-			result, res, err = "conflict", ctrl.Result{RequeueAfter: conflictRetry}, nil
+			result, res, err = "conflict", ctrl.Result{RequeueAfter: soon}, nil
 		}
 		reconcileDuration.WithLabelValues(result).Observe(time.Since(start).Seconds())
 	}()
@@ -149,8 +151,10 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.
 	if fx.woke {
 		r.refusedWakes.Delete(req.NamespacedName)
 	}
-	if err := r.writeStatus(ctx, es, o, p, fx); err != nil {
-		return ctrl.Result{}, err
+	if !fx.recorded {
+		if err := r.writeStatus(ctx, es, o, p, fx); err != nil {
+			return ctrl.Result{}, err
+		}
 	}
 	if fx.woke && !o.preWarm.IsZero() {
 		r.preWarmed.Set(req.NamespacedName, o.preWarm)
@@ -161,6 +165,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.
 		return ctrl.Result{}, err
 	}
 	setModeMetric(es.Namespace, es.Name, p.mode)
+	if fx.recorded {
+		return ctrl.Result{RequeueAfter: soon}, nil
+	}
 	return ctrl.Result{RequeueAfter: p.requeueAfter}, nil
 }
 
@@ -204,8 +211,15 @@ func (r *Reconciler) execute(ctx context.Context, es *elastiv1alpha1.ElastiServi
 	if len(want) > 0 {
 		// The allocation is durable before a slice uses it, so that a
 		// leader elected after a crash here sees these ports as taken.
-		if err := r.recordProxyPorts(ctx, es, o, p, fx); err != nil {
+		// That write is this reconcile's one status write: the rest of the
+		// plan waits for the next reconcile.
+		recorded, err := r.recordProxyPorts(ctx, es, o, p, fx)
+		if err != nil {
 			return fx, err
+		}
+		if recorded {
+			fx.recorded = true
+			return fx, nil
 		}
 	}
 	if err := r.ensureSlices(ctx, es, want); err != nil {

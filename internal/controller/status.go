@@ -57,6 +57,9 @@ type effects struct {
 	// raised: the scale-down found the target raised by someone else to
 	// this many replicas since observe read it, and left it there.
 	raised int32
+	// recorded: the reconcile wrote the status to record the proxy ports
+	// ahead of the proxy slice, and ended there (recordProxyPorts).
+	recorded bool
 }
 
 // desiredStatus builds the status a reconcile should leave behind. It keeps
@@ -234,21 +237,32 @@ func (r *Reconciler) writeStatus(ctx context.Context, es *elastiv1alpha1.ElastiS
 
 // recordProxyPorts writes the status this reconcile plans, with
 // status.proxyPorts and mode proxy, ahead of the proxy slice, when the
-// status does not record them yet. A proxy slice may use a port only once
-// the status records it: the statuses are all a new leader knows about
-// taken ports, so a crash between a slice write and a later status write
-// would let it hand a port that a slice routes to another ElastiService.
-// The resolvers map a port only while its ElastiService is in proxy mode
-// (so that a warm backend is never reachable through them), so the mode,
-// too, is recorded before the slice sends them traffic. The whole planned
-// status goes out, not the mode alone: the phase is read back from the
-// mode and the Active reason together (currentPhase), and proxy mode with
-// the Active reason of serve would read as a wake in progress.
-func (r *Reconciler) recordProxyPorts(ctx context.Context, es *elastiv1alpha1.ElastiService, o observed, p plan, fx effects) error {
+// status does not record them yet, and reports whether it wrote. A proxy
+// slice may use a port only once the status records it: the statuses are
+// all a new leader knows about taken ports, so a crash between a slice
+// write and a later status write would let it hand a port that a slice
+// routes to another ElastiService. The resolvers map a port only while its
+// ElastiService is in proxy mode (so that a warm backend is never reachable
+// through them), so the mode, too, is recorded before the slice sends them
+// traffic. The whole planned status goes out, not the mode alone: the phase
+// is read back from the mode and the Active reason together (currentPhase),
+// and proxy mode with the Active reason of serve would read as a wake in
+// progress.
+//
+// A reconcile writes the status once (docs/architecture.md, "One
+// reconcile"): after this write it ends, and the next one, soon after,
+// carries out the rest of the plan from the recorded status. A scale-down
+// planned now has not happened yet, so it is recorded as still in its grace
+// period (ScalingDown), which is the phase the next reconcile finishes it
+// from.
+func (r *Reconciler) recordProxyPorts(ctx context.Context, es *elastiv1alpha1.ElastiService, o observed, p plan, fx effects) (bool, error) {
 	if equality.Semantic.DeepEqual(es.Status.ProxyPorts, o.ports) && es.Status.Mode == elastiv1alpha1.ModeProxy {
-		return nil
+		return false, nil
 	}
-	return r.writeStatus(ctx, es, o, p, fx)
+	if p.sleep {
+		p.active = contract.ReasonScalingDown
+	}
+	return true, r.writeStatus(ctx, es, o, p, fx)
 }
 
 // modeOrServe reads an unset mode (a new ElastiService) as serve, so that
