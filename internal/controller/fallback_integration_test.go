@@ -19,10 +19,16 @@ import (
 
 	elastiv1alpha1 "elasti.dev/elasti/api/v1alpha1"
 	"elasti.dev/elasti/internal/contract"
+	"elasti.dev/elasti/internal/controller/fallback"
 	"elasti.dev/elasti/internal/controller/wakeprogress"
 	"elasti.dev/elasti/internal/scaling"
 	"elasti.dev/elasti/internal/testenv/estest"
 )
+
+// workloadFailedCreate is the reason the workload controllers give a pod
+// they cannot create, in their ReplicaFailure condition and their Events;
+// the tests write it as Kubernetes does, not from the operator's constant.
+const workloadFailedCreate = "FailedCreate"
 
 // createTempService creates a Service that is deleted when the test ends:
 // the suite creates hundreds of Services, and envtest's Service IP range
@@ -124,7 +130,7 @@ func TestFallbackOnUnschedulablePods(t *testing.T) {
 	setOwnSlice(t, op.ns, "gpu", true)
 	setOwnSlice(t, op.ns, "gpu-static", true)
 	createES(t, op.ns, "gpu", "gpu", "gpu", estest.Cooldown(600), withFallback("gpu-static", "10m", "20m"))
-	eventually(t, wait, "FallbackActive=False while serving", wantCondition(op.ns, "gpu", elastiv1alpha1.ConditionFallbackActive, metav1.ConditionFalse, ReasonFallbackNotNeeded))
+	eventually(t, wait, "FallbackActive=False while serving", wantCondition(op.ns, "gpu", elastiv1alpha1.ConditionFallbackActive, metav1.ConditionFalse, fallback.ReasonNotNeeded))
 	// Sleep at once: keep-awake off, cooldown over.
 	es := getES(t, op.ns, "gpu")
 	es.Spec.CooldownPeriod = 1
@@ -145,28 +151,28 @@ func TestFallbackOnUnschedulablePods(t *testing.T) {
 	})
 
 	createPendingPod(t, op.ns, "gpu-abc", "gpu")
-	eventually(t, wait, "FallbackActive=True PodsUnschedulable", wantCondition(op.ns, "gpu", elastiv1alpha1.ConditionFallbackActive, metav1.ConditionTrue, ReasonFallbackPodsUnschedulable))
+	eventually(t, wait, "FallbackActive=True PodsUnschedulable", wantCondition(op.ns, "gpu", elastiv1alpha1.ConditionFallbackActive, metav1.ConditionTrue, fallback.ReasonPodsUnschedulable))
 	if c, err := fallbackCondition(op.ns, "gpu"); err != nil || !strings.Contains(c.Message, "Insufficient nvidia.com/gpu") || !strings.Contains(c.Message, "gpu-static") {
 		t.Fatalf("condition %+v %v: want the scheduler's message and the fallback's name", c, err)
 	}
 	eventually(t, wait, "a FallbackActive Event", func() error {
-		for _, e := range eventsOf(t, op.ns, "gpu", EventFallbackActive) {
-			if e.Type == corev1.EventTypeWarning && strings.Contains(e.Note, ReasonFallbackPodsUnschedulable) {
+		for _, e := range eventsOf(t, op.ns, "gpu", fallback.EventActive) {
+			if e.Type == corev1.EventTypeWarning && strings.Contains(e.Note, fallback.ReasonPodsUnschedulable) {
 				return nil
 			}
 		}
-		return fmt.Errorf("no Warning Event %s naming %s", EventFallbackActive, ReasonFallbackPodsUnschedulable)
+		return fmt.Errorf("no Warning Event %s naming %s", fallback.EventActive, fallback.ReasonPodsUnschedulable)
 	})
 
 	// The fallback loses its endpoint: requests are held, and status says why.
 	setOwnSlice(t, op.ns, "gpu-static", false)
-	eventually(t, wait, "FallbackActive=False FallbackUnavailable", wantCondition(op.ns, "gpu", elastiv1alpha1.ConditionFallbackActive, metav1.ConditionFalse, ReasonFallbackUnavailable))
+	eventually(t, wait, "FallbackActive=False FallbackUnavailable", wantCondition(op.ns, "gpu", elastiv1alpha1.ConditionFallbackActive, metav1.ConditionFalse, fallback.ReasonUnavailable))
 	if c, err := fallbackCondition(op.ns, "gpu"); err != nil || !strings.Contains(c.Message, "no ready endpoint") {
 		t.Fatalf("condition %+v %v: want it to say the fallback has no ready endpoint", c, err)
 	}
 	eventually(t, wait, "a FallbackUnavailable Event", func() error {
-		if len(eventsOf(t, op.ns, "gpu", EventFallbackUnavailable)) == 0 {
-			return fmt.Errorf("no Event %s", EventFallbackUnavailable)
+		if len(eventsOf(t, op.ns, "gpu", fallback.EventUnavailable)) == 0 {
+			return fmt.Errorf("no Event %s", fallback.EventUnavailable)
 		}
 		return nil
 	})
@@ -174,7 +180,7 @@ func TestFallbackOnUnschedulablePods(t *testing.T) {
 	// The target becomes ready: back to serve, no fallback.
 	setOwnSlice(t, op.ns, "gpu", true)
 	eventually(t, wait, "serve mode", wantMode(op.ns, "gpu", elastiv1alpha1.ModeServe))
-	eventually(t, wait, "FallbackActive=False NotNeeded", wantCondition(op.ns, "gpu", elastiv1alpha1.ConditionFallbackActive, metav1.ConditionFalse, ReasonFallbackNotNeeded))
+	eventually(t, wait, "FallbackActive=False NotNeeded", wantCondition(op.ns, "gpu", elastiv1alpha1.ConditionFallbackActive, metav1.ConditionFalse, fallback.ReasonNotNeeded))
 }
 
 // TestFallbackDeadlinePassed: a wake that has not brought a ready endpoint
@@ -192,14 +198,14 @@ func TestFallbackDeadlinePassed(t *testing.T) {
 	if _, err := op.waker.Wake(ctxT(t), types.NamespacedName{Namespace: op.ns, Name: "slow"}); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, wait, "FallbackActive=True DeadlinePassed", wantCondition(op.ns, "slow", elastiv1alpha1.ConditionFallbackActive, metav1.ConditionTrue, ReasonFallbackDeadlinePassed))
+	eventually(t, wait, "FallbackActive=True DeadlinePassed", wantCondition(op.ns, "slow", elastiv1alpha1.ConditionFallbackActive, metav1.ConditionTrue, fallback.ReasonDeadlinePassed))
 	eventually(t, wait, "a FallbackActive Event", func() error {
-		for _, e := range eventsOf(t, op.ns, "slow", EventFallbackActive) {
-			if strings.Contains(e.Note, ReasonFallbackDeadlinePassed) {
+		for _, e := range eventsOf(t, op.ns, "slow", fallback.EventActive) {
+			if strings.Contains(e.Note, fallback.ReasonDeadlinePassed) {
 				return nil
 			}
 		}
-		return fmt.Errorf("no Event %s naming %s", EventFallbackActive, ReasonFallbackDeadlinePassed)
+		return fmt.Errorf("no Event %s naming %s", fallback.EventActive, fallback.ReasonDeadlinePassed)
 	})
 }
 
@@ -221,7 +227,7 @@ func setReplicaFailure(t *testing.T, ns, name, msg string, at time.Time) {
 		}
 		if msg != "" {
 			conds = append(conds, appsv1.DeploymentCondition{
-				Type: appsv1.DeploymentReplicaFailure, Status: corev1.ConditionTrue, Reason: eventReasonFailedCreate, Message: msg,
+				Type: appsv1.DeploymentReplicaFailure, Status: corev1.ConditionTrue, Reason: workloadFailedCreate, Message: msg,
 				LastUpdateTime: metav1.NewTime(at), LastTransitionTime: metav1.NewTime(at),
 			})
 		}
@@ -267,23 +273,23 @@ func TestFallbackOnPodsNotCreated(t *testing.T) {
 	})
 
 	setReplicaFailure(t, op.ns, "quota", quota, time.Now())
-	eventually(t, wait, "FallbackActive=True PodsNotCreated", wantCondition(op.ns, "quota", elastiv1alpha1.ConditionFallbackActive, metav1.ConditionTrue, ReasonFallbackPodsNotCreated))
+	eventually(t, wait, "FallbackActive=True PodsNotCreated", wantCondition(op.ns, "quota", elastiv1alpha1.ConditionFallbackActive, metav1.ConditionTrue, fallback.ReasonPodsNotCreated))
 	if c, err := fallbackCondition(op.ns, "quota"); err != nil || !strings.Contains(c.Message, wakeprogress.MsgPodsNotCreated+quota) || !strings.Contains(c.Message, "quota-static") {
 		t.Fatalf("condition %+v %v: want the controller's message and the fallback's name", c, err)
 	}
 	eventually(t, wait, "a FallbackActive Event", func() error {
-		for _, e := range eventsOf(t, op.ns, "quota", EventFallbackActive) {
-			if e.Type == corev1.EventTypeWarning && strings.Contains(e.Note, ReasonFallbackPodsNotCreated) && strings.Contains(e.Note, "exceeded quota") {
+		for _, e := range eventsOf(t, op.ns, "quota", fallback.EventActive) {
+			if e.Type == corev1.EventTypeWarning && strings.Contains(e.Note, fallback.ReasonPodsNotCreated) && strings.Contains(e.Note, "exceeded quota") {
 				return nil
 			}
 		}
-		return fmt.Errorf("no Warning Event %s naming %s", EventFallbackActive, ReasonFallbackPodsNotCreated)
+		return fmt.Errorf("no Warning Event %s naming %s", fallback.EventActive, fallback.ReasonPodsNotCreated)
 	})
 	eventually(t, wait, "wakeProgress says why", wantWakePhase(op.ns, "quota", elastiv1alpha1.WakePhaseScaling, wakeprogress.MsgPodsNotCreated+quota))
 
 	// The quota is raised: the controller clears the condition.
 	setReplicaFailure(t, op.ns, "quota", "", time.Time{})
-	eventually(t, wait, "FallbackActive=False NotNeeded once cleared", wantCondition(op.ns, "quota", elastiv1alpha1.ConditionFallbackActive, metav1.ConditionFalse, ReasonFallbackNotNeeded))
+	eventually(t, wait, "FallbackActive=False NotNeeded once cleared", wantCondition(op.ns, "quota", elastiv1alpha1.ConditionFallbackActive, metav1.ConditionFalse, fallback.ReasonNotNeeded))
 	eventually(t, wait, "wakeProgress waits again", wantWakePhase(op.ns, "quota", elastiv1alpha1.WakePhaseScaling, wakeprogress.MsgNoPod))
 
 	// Busy from here on: with idle triggers, the 1 s cooldown could put the
@@ -291,7 +297,7 @@ func TestFallbackOnPodsNotCreated(t *testing.T) {
 	trig.set(scaling.StateActive)
 	setOwnSlice(t, op.ns, "quota", true)
 	eventually(t, wait, "serve mode", wantMode(op.ns, "quota", elastiv1alpha1.ModeServe))
-	eventually(t, wait, "FallbackActive=False NotNeeded", wantCondition(op.ns, "quota", elastiv1alpha1.ConditionFallbackActive, metav1.ConditionFalse, ReasonFallbackNotNeeded))
+	eventually(t, wait, "FallbackActive=False NotNeeded", wantCondition(op.ns, "quota", elastiv1alpha1.ConditionFallbackActive, metav1.ConditionFalse, fallback.ReasonNotNeeded))
 	eventually(t, wait, "no progress in serve mode", wantWakePhase(op.ns, "quota", "", ""))
 }
 
@@ -346,7 +352,7 @@ func TestFallbackOnPodsNotCreatedStatefulSet(t *testing.T) {
 			InvolvedObject: corev1.ObjectReference{
 				Kind: "StatefulSet", APIVersion: "apps/v1", Namespace: op.ns, Name: "db", UID: sts.UID,
 			},
-			Reason: eventReasonFailedCreate, Message: msg, Type: corev1.EventTypeWarning, Count: 1,
+			Reason: workloadFailedCreate, Message: msg, Type: corev1.EventTypeWarning, Count: 1,
 			FirstTimestamp: metav1.NewTime(at), LastTimestamp: metav1.NewTime(at), Source: corev1.EventSource{Component: "statefulset-controller"},
 		})
 	}
@@ -365,12 +371,12 @@ func TestFallbackOnPodsNotCreatedStatefulSet(t *testing.T) {
 	})
 
 	failedCreateEvent("db.new", quota, time.Now())
-	eventually(t, wait, "FallbackActive=True PodsNotCreated", wantCondition(op.ns, "db", elastiv1alpha1.ConditionFallbackActive, metav1.ConditionTrue, ReasonFallbackPodsNotCreated))
+	eventually(t, wait, "FallbackActive=True PodsNotCreated", wantCondition(op.ns, "db", elastiv1alpha1.ConditionFallbackActive, metav1.ConditionTrue, fallback.ReasonPodsNotCreated))
 	if c, err := fallbackCondition(op.ns, "db"); err != nil || !strings.Contains(c.Message, wakeprogress.MsgPodsNotCreated+quota) {
 		t.Fatalf("condition %+v %v: want the controller's message", c, err)
 	}
 	eventually(t, wait, "wakeProgress says why", wantWakePhase(op.ns, "db", elastiv1alpha1.WakePhaseScaling, wakeprogress.MsgPodsNotCreated+quota))
 
 	setOwnSlice(t, op.ns, "db", true)
-	eventually(t, wait, "FallbackActive=False NotNeeded", wantCondition(op.ns, "db", elastiv1alpha1.ConditionFallbackActive, metav1.ConditionFalse, ReasonFallbackNotNeeded))
+	eventually(t, wait, "FallbackActive=False NotNeeded", wantCondition(op.ns, "db", elastiv1alpha1.ConditionFallbackActive, metav1.ConditionFalse, fallback.ReasonNotNeeded))
 }

@@ -82,38 +82,3 @@ func TestDecideLongColdStartIsNotPutToSleep(t *testing.T) {
 		})
 	}
 }
-
-func TestFallbackVerdict(t *testing.T) {
-	now := time.Date(2030, 1, 1, 12, 0, 0, 0, time.UTC)
-	base := fallbackObserved{after: 30 * time.Second, service: "web-static", waking: true, wokeAt: now.Add(-10 * time.Second), serviceFound: true, ready: true}
-	with := func(mut func(*fallbackObserved)) fallbackObserved {
-		f := base
-		mut(&f)
-		return f
-	}
-	for _, tc := range []struct {
-		name        string
-		in          fallbackObserved
-		wantStatus  metav1.ConditionStatus
-		wantReason  string
-		wantRecheck time.Duration
-		wantOK      bool
-	}{
-		{"no fallback", fallbackObserved{}, "", "", 0, false},
-		{"not waking", with(func(f *fallbackObserved) { f.waking = false }), metav1.ConditionFalse, ReasonFallbackNotNeeded, 0, true},
-		{"within after: back at the deadline or the pod check", base, metav1.ConditionFalse, ReasonFallbackNotNeeded, fallbackRecheck, true},
-		{"deadline near", with(func(f *fallbackObserved) { f.wokeAt = now.Add(-28 * time.Second) }), metav1.ConditionFalse, ReasonFallbackNotNeeded, 2 * time.Second, true},
-		{"deadline passed", with(func(f *fallbackObserved) { f.wokeAt = now.Add(-31 * time.Second) }), metav1.ConditionTrue, ReasonFallbackDeadlinePassed, fallbackRecheck, true},
-		{"unschedulable", with(func(f *fallbackObserved) { f.unschedulable = "pod a: 0/3 nodes are available" }), metav1.ConditionTrue, ReasonFallbackPodsUnschedulable, fallbackRecheck, true},
-		{"scale refused", with(func(f *fallbackObserved) { f.refused = "forbidden" }), metav1.ConditionTrue, ReasonFallbackScaleRefused, fallbackRecheck, true},
-		{"fallback missing", with(func(f *fallbackObserved) { f.unschedulable = "x"; f.serviceFound, f.ready = false, false }), metav1.ConditionFalse, ReasonFallbackUnavailable, fallbackRecheck, true},
-		{"fallback without endpoint", with(func(f *fallbackObserved) { f.unschedulable = "x"; f.ready = false }), metav1.ConditionFalse, ReasonFallbackUnavailable, fallbackRecheck, true},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			status, reason, msg, recheck, ok := fallbackVerdict(tc.in, now)
-			if status != tc.wantStatus || reason != tc.wantReason || recheck != tc.wantRecheck || ok != tc.wantOK {
-				t.Fatalf("got %s %s recheck %s ok %v (%q); want %s %s recheck %s ok %v", status, reason, recheck, ok, msg, tc.wantStatus, tc.wantReason, tc.wantRecheck, tc.wantOK)
-			}
-		})
-	}
-}

@@ -7,6 +7,7 @@ import (
 
 	elastiv1alpha1 "elasti.dev/elasti/api/v1alpha1"
 	"elasti.dev/elasti/internal/contract"
+	"elasti.dev/elasti/internal/controller/fallback"
 	"elasti.dev/elasti/internal/controller/ledger"
 	"elasti.dev/elasti/internal/controller/wakeprogress"
 	"elasti.dev/elasti/internal/scaling"
@@ -101,8 +102,9 @@ type observed struct {
 	// ledger is what status.ledger needs (package ledger).
 	ledger ledger.Observed
 
-	// fallback is what the FallbackActive condition needs (fallback.go).
-	fallback fallbackObserved
+	// fallback is what the FallbackActive condition needs (package
+	// fallback).
+	fallback fallback.Observed
 
 	// wake is what status.wakeProgress needs (package wakeprogress).
 	wake wakeprogress.Observed
@@ -153,7 +155,7 @@ func decide(o observed) plan {
 	}
 	// A wake with a fallback comes back for its deadline, and to look at
 	// the target's pods, which are not watched.
-	if _, _, _, recheck, _ := fallbackVerdict(o.fallback, o.now); recheck > 0 {
+	if recheck := fallback.Recheck(o.fallback, o.now); recheck > 0 {
 		p.requeueAfter = earliestRequeue(p.requeueAfter, recheck)
 	}
 	// A wake from zero comes back to read its pods again until one is

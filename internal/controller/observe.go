@@ -16,6 +16,7 @@ import (
 
 	elastiv1alpha1 "elasti.dev/elasti/api/v1alpha1"
 	"elasti.dev/elasti/internal/contract"
+	"elasti.dev/elasti/internal/controller/fallback"
 	"elasti.dev/elasti/internal/controller/ledger"
 	"elasti.dev/elasti/internal/controller/ports"
 	"elasti.dev/elasti/internal/controller/wakeprogress"
@@ -124,8 +125,8 @@ func (r *Reconciler) observe(ctx context.Context, es *elastiv1alpha1.ElastiServi
 	if err != nil {
 		return o, l, err
 	}
-	notCreated := r.observePodsNotCreated(ctx, es, pods, podsListed)
-	if o.fallback, err = r.observeFallback(ctx, es, o, pods, notCreated); err != nil {
+	notCreated := r.fallback.NotCreated(ctx, es, pods, podsListed)
+	if o.fallback, err = r.fallback.Observe(ctx, es, fallback.Wake{InProgress: wakeInProgress(es, o), OwnReady: o.ownReady, Pods: pods, NotCreated: notCreated}); err != nil {
 		return o, l, err
 	}
 	o.wake = wakeprogress.Observe(ctx, r.live, es, o.now, pods, podsListed, notCreated)
@@ -230,9 +231,9 @@ func wakeInProgress(es *elastiv1alpha1.ElastiService, o observed) bool {
 }
 
 // wakingPods lists the pods of the Service, live, while a wake is in
-// progress: the fallback looks for unschedulable ones (fallback.go),
+// progress: the fallback looks for unschedulable ones (package fallback),
 // status.wakeProgress for the one furthest along, and both for none at all
-// (fallback_notcreated.go). A reconcile lists them once for all three.
+// (fallback.Tracker.NotCreated). A reconcile lists them once for all three.
 // listed is false when the Service has no selector to list them by.
 func (r *Reconciler) wakingPods(ctx context.Context, es *elastiv1alpha1.ElastiService, svc *corev1.Service, o observed) (pods []corev1.Pod, listed bool, err error) {
 	if !wakeInProgress(es, o) || !o.serviceFound || len(svc.Spec.Selector) == 0 || r.live == nil {

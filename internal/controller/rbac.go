@@ -16,7 +16,7 @@ package controller
 // be pulling an image are listed the same way, by field selector
 // (wakeprogress.Observe), and so are the FailedCreate Events of a target
 // without a ReplicaFailure condition whose wake created no pod
-// (fallback_notcreated.go); none is watched or cached.
+// (fallback.Tracker.NotCreated); none is watched or cached.
 //
 // Nodes are read, live, for network triggers: a Node's address and kubelet
 // port, then its kubelet's Summary API, which the kubelet authorizes as get

@@ -16,6 +16,7 @@ import (
 
 	elastiv1alpha1 "elasti.dev/elasti/api/v1alpha1"
 	"elasti.dev/elasti/internal/contract"
+	"elasti.dev/elasti/internal/controller/fallback"
 	"elasti.dev/elasti/internal/controller/ports"
 	"elasti.dev/elasti/internal/keyed"
 )
@@ -54,14 +55,14 @@ type Reconciler struct {
 	templates *podTemplates
 	// live reads, uncached, what the cache does not hold: the woken
 	// target's pods, for status.ledger (ledger.Observe), the fallback
-	// (fallback.go) and status.wakeProgress (wakeprogress.Observe), and
-	// those pods' Events. The cache holds only resolver pods, and no Event.
+	// (package fallback) and status.wakeProgress (wakeprogress.Observe),
+	// and those pods' Events. The cache holds only resolver pods, and no
+	// Event.
 	live client.Reader
-	// refusedWakes remembers, per ElastiService, why the API server refused
-	// the last wake's scale write, until a wake goes through, for the
-	// FallbackActive condition (fallback.go). In memory: a new leader
-	// learns it again from its own first attempt.
-	refusedWakes keyed.Map[types.NamespacedName, string]
+	// fallback reads what the FallbackActive condition needs, and
+	// remembers, per ElastiService, why the API server refused the last
+	// wake's scale write, until a wake goes through.
+	fallback *fallback.Tracker
 }
 
 var _ reconcile.Reconciler = (*Reconciler)(nil)
@@ -141,15 +142,16 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.
 		if !apierrors.IsConflict(err) {
 			r.recorder.Eventf(es, nil, corev1.EventTypeWarning, EventScaleFailed, "Reconcile", "%v", err)
 		}
-		if p.wake && !fx.woke && scaleRefusal(err) {
-			if rerr := r.reportRefusedWake(ctx, es, o, err); rerr != nil {
+		if p.wake && !fx.woke && fallback.ScaleRefusal(err) {
+			w := fallback.Wake{InProgress: wakeInProgress(es, o), OwnReady: o.ownReady}
+			if rerr := r.fallback.ReportRefusedWake(ctx, es, w, o.now, err); rerr != nil {
 				ctrl.LoggerFrom(ctx).Error(rerr, "cannot report the refused wake")
 			}
 		}
 		return ctrl.Result{}, err
 	}
 	if fx.woke {
-		r.refusedWakes.Delete(req.NamespacedName)
+		r.fallback.Woke(req.NamespacedName)
 	}
 	if !fx.recorded {
 		if err := r.writeStatus(ctx, es, o, p, fx); err != nil {

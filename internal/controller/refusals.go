@@ -17,6 +17,7 @@ import (
 
 	elastiv1alpha1 "elasti.dev/elasti/api/v1alpha1"
 	"elasti.dev/elasti/internal/contract"
+	"elasti.dev/elasti/internal/controller/fallback"
 	"elasti.dev/elasti/internal/controller/ledger"
 	"elasti.dev/elasti/internal/scaling"
 )
@@ -176,8 +177,8 @@ type templateLabels struct {
 	// requests are one replica's requests, for the ledger (package ledger).
 	requests ledger.Requests
 	// creation is what the target says of its pods' creation, for the
-	// fallback and status.wakeProgress (fallback_notcreated.go).
-	creation targetCreation
+	// fallback and status.wakeProgress (fallback.Tracker.NotCreated).
+	creation fallback.Creation
 }
 
 // labels returns the pod-template labels of the target, or nil when its
@@ -216,7 +217,7 @@ func (p *podTemplates) read(ctx context.Context, namespace string, ref elastiv1a
 		return templateLabels{}, false
 	}
 	m, found, err := unstructured.NestedStringMap(u.Object, "spec", "template", "metadata", "labels")
-	cur := templateLabels{resourceVersion: u.GetResourceVersion(), labels: m, found: found && err == nil, requests: ledger.TemplateRequests(u), creation: targetCreationOf(u)}
+	cur := templateLabels{resourceVersion: u.GetResourceVersion(), labels: m, found: found && err == nil, requests: ledger.TemplateRequests(u), creation: fallback.CreationOf(u)}
 	p.mu.Lock()
 	if p.seen == nil || len(p.seen) > 4096 {
 		p.seen = map[templateKey]templateLabels{}
@@ -224,6 +225,13 @@ func (p *podTemplates) read(ctx context.Context, namespace string, ref elastiv1a
 	p.seen[key] = cur
 	p.mu.Unlock()
 	return cur, true
+}
+
+// Creation returns what the target says of its pods' creation, for
+// fallback.Tracker.NotCreated; the zero Creation when it cannot be read.
+func (p *podTemplates) Creation(ctx context.Context, namespace string, ref elastiv1alpha1.ScaleTargetRef) fallback.Creation {
+	t, _ := p.read(ctx, namespace, ref)
+	return t.creation
 }
 
 func (t templateLabels) get() map[string]string {

@@ -30,6 +30,7 @@ import (
 
 	elastiv1alpha1 "elasti.dev/elasti/api/v1alpha1"
 	"elasti.dev/elasti/internal/contract"
+	"elasti.dev/elasti/internal/controller/fallback"
 	"elasti.dev/elasti/internal/controller/ports"
 	"elasti.dev/elasti/internal/scaling"
 )
@@ -154,6 +155,8 @@ func Setup(ctx context.Context, mgr ctrl.Manager, cfg Config, deps Deps) (*Waker
 	}
 	r.templates = &podTemplates{live: live, targets: r.targets}
 	r.live = live
+	r.fallback = &fallback.Tracker{Services: r.client, SlicesReady: ownSlicesReady, Targets: r.templates, Events: live,
+		Status: r.client, Recorder: r.recorder}
 	return &Waker{Reader: live, Cache: mgr.GetCache(), Writer: mgr.GetClient(), Elected: mgr.Elected(), Timeout: cfg.WakeTimeout, wakes: r.wakes}, nil
 }
 

@@ -14,6 +14,7 @@ import (
 
 	elastiv1alpha1 "elasti.dev/elasti/api/v1alpha1"
 	"elasti.dev/elasti/internal/contract"
+	"elasti.dev/elasti/internal/controller/fallback"
 	"elasti.dev/elasti/internal/controller/ledger"
 	"elasti.dev/elasti/internal/controller/wakeprogress"
 	"elasti.dev/elasti/internal/scaling"
@@ -190,7 +191,7 @@ func desiredStatus(es *elastiv1alpha1.ElastiService, o observed, p plan, fx effe
 	} else {
 		set(elastiv1alpha1.ConditionTargetReady, metav1.ConditionFalse, ReasonNoReadyEndpoint, "the Service's own EndpointSlices list no ready endpoint of the target")
 	}
-	setFallbackCondition(&st, es, o.fallback, o.now)
+	fallback.SetCondition(&st, es.Generation, o.fallback, o.now)
 	st.Ledger = ledger.Next(es, st, o.now, o.replicas, o.ledger)
 	st.WakeProgress = wakeprogress.Next(es.Status.WakeProgress, st, o.wake, p.mode, p.active, o.now)
 	return st
@@ -217,7 +218,7 @@ func (r *Reconciler) writeStatus(ctx context.Context, es *elastiv1alpha1.ElastiS
 		(was == nil || was.Reason != now.Reason || was.Message != now.Message) {
 		r.recorder.Eventf(es, nil, corev1.EventTypeWarning, now.Reason, "Refuse", "%s", now.Message)
 	}
-	r.announceFallback(es, es.Status.Conditions, st.Conditions)
+	fallback.Announce(r.recorder, es, es.Status.Conditions, st.Conditions)
 	stamp(&st, o.now)
 	prevLedger, prevProgress := es.Status.Ledger, es.Status.WakeProgress
 	es.Status = st

@@ -10,6 +10,7 @@ import (
 
 	elastiv1alpha1 "elasti.dev/elasti/api/v1alpha1"
 	"elasti.dev/elasti/internal/contract"
+	"elasti.dev/elasti/internal/controller/fallback"
 	"elasti.dev/elasti/internal/controller/wakeprogress"
 )
 
@@ -38,12 +39,12 @@ func TestDecideWakeRecheck(t *testing.T) {
 		{"no wake from zero", waking(wakeprogress.Observed{}), 0},
 		{"a sooner fallback deadline stays", func() observed {
 			o := waking(pulling)
-			o.fallback = fallbackObserved{after: 30 * time.Second, waking: true, wokeAt: now.Add(-30*time.Second + 200*time.Millisecond)}
+			o.fallback = fallback.Observed{After: 30 * time.Second, Waking: true, WokeAt: now.Add(-30*time.Second + 200*time.Millisecond)}
 			return o
 		}(), 200 * time.Millisecond},
 		{"the fallback's 5 s recheck gives way", func() observed {
 			o := waking(pulling)
-			o.fallback = fallbackObserved{after: time.Hour, waking: true, wokeAt: now}
+			o.fallback = fallback.Observed{After: time.Hour, Waking: true, WokeAt: now}
 			return o
 		}(), wakeprogress.RecheckInterval},
 	}

@@ -106,6 +106,8 @@ func TestConfigurationDocumentsEveryValue(t *testing.T) {
 func TestTroubleshootingCoversEveryReason(t *testing.T) {
 	reasonRe := regexp.MustCompile(`(?m)^\s*Reason[A-Za-z]+\s*=\s*"([A-Za-z]+)"`)
 	reasons := findAll(t, "internal/controller/*.go", reasonRe)
+	// Reasons of a concern's own package (internal/controller/fallback).
+	reasons = append(reasons, findAll(t, "internal/controller/*/*.go", reasonRe)...)
 	reasons = append(reasons, findAll(t, "internal/scaling/*.go", reasonRe)...)
 	reasons = append(reasons, findAll(t, "internal/contract/*.go", reasonRe)...) // the Active reasons
 	requireMentioned(t, "docs/troubleshooting.md", "condition reason", reasons, "`NAME`")
@@ -126,6 +128,39 @@ func TestTroubleshootingCoversEveryReason(t *testing.T) {
 	for _, m := range eventConst.FindAllStringSubmatch(events, -1) {
 		if strings.Contains(used, m[1]+",") {
 			emitted = append(emitted, m[2])
+		}
+	}
+	// Event reasons of a concern's own package (internal/controller/fallback),
+	// recorded by that package's own code.
+	concernEvents, err := filepath.Glob(filepath.Join(repoRoot, "internal/controller/*/events.go"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range concernEvents {
+		files, err := filepath.Glob(filepath.Join(filepath.Dir(f), "*.go"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var src []string
+		for _, g := range files {
+			if strings.HasSuffix(g, "_test.go") {
+				continue
+			}
+			b, err := os.ReadFile(g)
+			if err != nil {
+				t.Fatal(err)
+			}
+			src = append(src, string(b))
+		}
+		consts, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		pkgUsed := strings.Join(src, "\n")
+		for _, m := range eventConst.FindAllStringSubmatch(string(consts), -1) {
+			if strings.Contains(pkgUsed, m[1]+",") {
+				emitted = append(emitted, m[2])
+			}
 		}
 	}
 	if len(emitted) < 5 {

@@ -6,7 +6,7 @@
 // about to be written and that observation; Recheck says how soon a
 // reconcile comes back while the wake is short of Ready.
 //
-// It writes nothing. The operator's fallback reads pods and Events the same
-// way and shares its helpers: WokenCandidates, EventTime, ColdStartBegan,
+// It writes nothing. Package fallback reads pods and Events the same way
+// and shares its helpers: WokenCandidates, EventTime, ColdStartBegan,
 // TruncateMessage and MsgPodsNotCreated.
 package wakeprogress

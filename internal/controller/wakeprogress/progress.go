@@ -19,7 +19,7 @@ import (
 // resolvers' waking page. It is read from the target's pods (conditions and
 // container states) and their Events, never from a timer; while no pod
 // exists, from what the target says of the pods its controller cannot
-// create (the operator's observePodsNotCreated, fallback_notcreated.go).
+// create (fallback.Tracker.NotCreated, in package fallback).
 // It exists while decide keeps the ElastiService in proxy mode with
 // Active=Waking and the ledger's cold start (package ledger) is pending:
 // from the wake's own status write (Scaling) until the reconcile that sees the Service's own ready endpoint, which
@@ -62,8 +62,7 @@ const MsgNoPod = "waiting for the workload controller to create a pod"
 const MsgPodsNotCreated = "the workload controller cannot create pods: "
 
 // scalingMessage is the Scaling phase's message: why the workload
-// controller creates no pod, when it says (the operator's
-// observePodsNotCreated).
+// controller creates no pod, when it says (fallback.Tracker.NotCreated).
 func scalingMessage(notCreated string) string {
 	if notCreated == "" {
 		return MsgNoPod

@@ -1,7 +1,6 @@
-package controller
+package fallback
 
 import (
-	"strings"
 	"testing"
 	"time"
 
@@ -12,47 +11,12 @@ import (
 
 	elastiv1alpha1 "elasti.dev/elasti/api/v1alpha1"
 	"elasti.dev/elasti/internal/contract"
-	"elasti.dev/elasti/internal/controller/wakeprogress"
 )
 
-const quotaMsg = `pods "web-7d9f8-abcde" is forbidden: exceeded quota: compute, requested: requests.cpu=2, used: requests.cpu=8, limited: requests.cpu=8`
+// wakeAt is the scale write of the wake the tests observe.
+var wakeAt = time.Date(2026, 3, 2, 12, 0, 0, 0, time.UTC)
 
-// TestFallbackVerdictPodsNotCreated: pods the workload controller cannot
-// create turn the fallback on at once, quoting the controller; the earliest
-// failed step of the wake names the cause when several hold.
-func TestFallbackVerdictPodsNotCreated(t *testing.T) {
-	now := time.Date(2030, 1, 1, 12, 0, 0, 0, time.UTC)
-	base := fallbackObserved{after: 30 * time.Second, service: "web-static", waking: true, wokeAt: now.Add(-2 * time.Second), serviceFound: true, ready: true, notCreated: quotaMsg}
-	with := func(mut func(*fallbackObserved)) fallbackObserved {
-		f := base
-		mut(&f)
-		return f
-	}
-	for _, tc := range []struct {
-		name       string
-		in         fallbackObserved
-		wantStatus metav1.ConditionStatus
-		wantReason string
-		wantMsg    string
-	}{
-		{"pods not created", base, metav1.ConditionTrue, ReasonFallbackPodsNotCreated, wakeprogress.MsgPodsNotCreated + quotaMsg + "; requests go to fallback Service web-static"},
-		{"scale refused first", with(func(f *fallbackObserved) { f.refused = "forbidden" }), metav1.ConditionTrue, ReasonFallbackScaleRefused, "forbidden"},
-		{"before unschedulable", with(func(f *fallbackObserved) { f.unschedulable = "pod a: 0/3 nodes" }), metav1.ConditionTrue, ReasonFallbackPodsNotCreated, quotaMsg},
-		{"before the deadline", with(func(f *fallbackObserved) { f.wokeAt = now.Add(-time.Minute) }), metav1.ConditionTrue, ReasonFallbackPodsNotCreated, quotaMsg},
-		{"fallback without endpoint", with(func(f *fallbackObserved) { f.ready = false }), metav1.ConditionFalse, ReasonFallbackUnavailable, wakeprogress.MsgPodsNotCreated + quotaMsg + "; fallback Service web-static has no ready endpoint"},
-		{"not waking", with(func(f *fallbackObserved) { f.waking = false }), metav1.ConditionFalse, ReasonFallbackNotNeeded, "not waking"},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			status, reason, msg, recheck, ok := fallbackVerdict(tc.in, now)
-			if !ok || status != tc.wantStatus || reason != tc.wantReason || !strings.Contains(msg, tc.wantMsg) {
-				t.Fatalf("got %s %s ok %v (%q); want %s %s with %q", status, reason, ok, msg, tc.wantStatus, tc.wantReason, tc.wantMsg)
-			}
-			if status == metav1.ConditionTrue && recheck != fallbackRecheck {
-				t.Errorf("recheck %s, want %s", recheck, fallbackRecheck)
-			}
-		})
-	}
-}
+const quotaMsg = `pods "web-7d9f8-abcde" is forbidden: exceeded quota: compute, requested: requests.cpu=2, used: requests.cpu=8, limited: requests.cpu=8`
 
 // deploymentWithConditions is a Deployment as the API server serves it to
 // an unstructured read: times are RFC 3339 strings.
@@ -98,7 +62,7 @@ func TestFallbackReplicaFailure(t *testing.T) {
 		{"a malformed condition is skipped", deploymentWithConditions(map[string]any{"type": "ReplicaFailure", "status": "True", "lastTransitionTime": int64(42)}, failure(at(time.Second))), wakeAt, quotaMsg},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			tc2 := targetCreationOf(tc.u)
+			tc2 := CreationOf(tc.u)
 			if tc2.uid != "web-uid" {
 				t.Errorf("uid %q, want web-uid", tc2.uid)
 			}

@@ -1,4 +1,4 @@
-package controller
+package fallback
 
 import (
 	"context"
@@ -30,7 +30,7 @@ import (
 // the status condition ReplicaFailure=True, reason FailedCreate; a
 // StatefulSet only records FailedCreate Warning Events about itself. The
 // fallback turns True on it (PodsNotCreated), and status.wakeProgress says
-// it in its Scaling message.
+// it in its Scaling message (package wakeprogress).
 
 const (
 	// conditionReplicaFailure is the workload kinds' status condition for
@@ -49,10 +49,11 @@ var failureConditionKinds = map[schema.GroupKind]bool{
 	{Group: "apps", Kind: "ReplicaSet"}: true,
 }
 
-// targetCreation is what the target's own object says of its pods'
-// creation. podTemplates keeps it with the pod template it reads from the
-// same object (refusals.go), so that it costs no read of its own.
-type targetCreation struct {
+// Creation is what the target's own object says of its pods' creation
+// (CreationOf). The operator's pod-template cache keeps it with the pod
+// template it reads from the same object, so that it costs no read of its
+// own.
+type Creation struct {
 	uid types.UID
 	// failure is the ReplicaFailure=True condition; nil when there is none.
 	failure *workloadCondition
@@ -69,10 +70,18 @@ type workloadCondition struct {
 	LastUpdateTime     metav1.Time            `json:"lastUpdateTime,omitempty"`
 }
 
-// targetCreationOf reads the target's UID and its ReplicaFailure=True
-// condition, of any kind that has one.
-func targetCreationOf(u *unstructured.Unstructured) targetCreation {
-	tc := targetCreation{uid: u.GetUID()}
+// CreationReader reads what a scale target's own object says of its pods'
+// creation (the zero Creation when it cannot be read); the operator's
+// pod-template cache is one, which costs no API read for an unchanged
+// target of a watched kind.
+type CreationReader interface {
+	Creation(ctx context.Context, namespace string, ref elastiv1alpha1.ScaleTargetRef) Creation
+}
+
+// CreationOf reads the target's UID and its ReplicaFailure=True condition,
+// of any kind that has one.
+func CreationOf(u *unstructured.Unstructured) Creation {
+	tc := Creation{uid: u.GetUID()}
 	v, _, _ := unstructured.NestedFieldNoCopy(u.Object, "status", "conditions")
 	conds, _ := v.([]any)
 	for _, c := range conds {
@@ -98,7 +107,7 @@ func targetCreationOf(u *unstructured.Unstructured) targetCreation {
 // there is none or it is older: it is not this wake's. The condition's
 // time is its lastTransitionTime, else its lastUpdateTime; one with
 // neither counts only when since is unknown (zero).
-func replicaFailure(tc targetCreation, since time.Time) string {
+func replicaFailure(tc Creation, since time.Time) string {
 	c := tc.failure
 	if c == nil {
 		return ""
@@ -156,16 +165,15 @@ func wakeBegan(es *elastiv1alpha1.ElastiService) time.Time {
 	return time.Time{}
 }
 
-// observePodsNotCreated says, in the workload controller's words, why it
-// creates none of the target's pods; "" when it does not say, or when there
-// is no need to ask. It asks only when wakingPods listed the target's pods
-// (a wake is in progress) and none of them is the wake's: first the
-// target's object, through podTemplates (no API read for an unchanged
-// target of a watched kind), for ReplicaFailure; then, for a kind without
-// that condition, its FailedCreate Events, listed live by field selector.
-// A refused Event list leaves the failure to fallback.after rather than
-// failing the reconcile.
-func (r *Reconciler) observePodsNotCreated(ctx context.Context, es *elastiv1alpha1.ElastiService, pods []corev1.Pod, listed bool) string {
+// NotCreated says, in the workload controller's words, why it creates none
+// of the target's pods; "" when it does not say, or when there is no need
+// to ask. It asks only when the caller listed the target's pods (listed: a
+// wake is in progress) and none of them is the wake's: first the target's
+// object, through Targets, for ReplicaFailure; then, for a kind without
+// that condition, its FailedCreate Events, listed live through Events by
+// field selector. A refused Event list leaves the failure to
+// fallback.after rather than failing the reconcile.
+func (t *Tracker) NotCreated(ctx context.Context, es *elastiv1alpha1.ElastiService, pods []corev1.Pod, listed bool) string {
 	if !listed {
 		return ""
 	}
@@ -178,24 +186,24 @@ func (r *Reconciler) observePodsNotCreated(ctx context.Context, es *elastiv1alph
 	if err != nil {
 		return ""
 	}
-	tpl, _ := r.templates.read(ctx, es.Namespace, ref)
-	if msg := replicaFailure(tpl.creation, since); msg != "" {
+	creation := t.Targets.Creation(ctx, es.Namespace, ref)
+	if msg := replicaFailure(creation, since); msg != "" {
 		return wakeprogress.TruncateMessage(msg)
 	}
-	if failureConditionKinds[gvk.GroupKind()] || r.live == nil {
+	if failureConditionKinds[gvk.GroupKind()] || t.Events == nil {
 		return ""
 	}
 	sel := []fields.Selector{
 		fields.OneTermEqualSelector("involvedObject.kind", gvk.Kind),
 		fields.OneTermEqualSelector("involvedObject.name", ref.Name),
 	}
-	if tpl.creation.uid != "" {
-		sel = append(sel, fields.OneTermEqualSelector("involvedObject.uid", string(tpl.creation.uid)))
+	if creation.uid != "" {
+		sel = append(sel, fields.OneTermEqualSelector("involvedObject.uid", string(creation.uid)))
 	}
 	list := &corev1.EventList{}
-	if err := r.live.List(ctx, list, client.InNamespace(es.Namespace), client.MatchingFieldsSelector{Selector: fields.AndSelectors(sel...)}); err != nil {
+	if err := t.Events.List(ctx, list, client.InNamespace(es.Namespace), client.MatchingFieldsSelector{Selector: fields.AndSelectors(sel...)}); err != nil {
 		ctrl.LoggerFrom(ctx).Error(err, "cannot list the Events of the woken target; pods it cannot create are seen only at fallback.after", "target", klog.KRef(es.Namespace, ref.Name))
 		return ""
 	}
-	return wakeprogress.TruncateMessage(failedCreate(list.Items, gvk.Kind, ref.Name, tpl.creation.uid, since))
+	return wakeprogress.TruncateMessage(failedCreate(list.Items, gvk.Kind, ref.Name, creation.uid, since))
 }
