@@ -106,6 +106,8 @@ func TestConfigurationDocumentsEveryValue(t *testing.T) {
 func TestTroubleshootingCoversEveryReason(t *testing.T) {
 	reasonRe := regexp.MustCompile(`(?m)^\s*Reason[A-Za-z]+\s*=\s*"([A-Za-z]+)"`)
 	reasons := findAll(t, "internal/controller/*.go", reasonRe)
+	// The reasons of a concern's own package (internal/controller/hpacustody).
+	reasons = append(reasons, findAll(t, "internal/controller/*/*.go", reasonRe)...)
 	reasons = append(reasons, findAll(t, "internal/scaling/*.go", reasonRe)...)
 	reasons = append(reasons, findAll(t, "internal/contract/*.go", reasonRe)...) // the Active reasons
 	requireMentioned(t, "docs/troubleshooting.md", "condition reason", reasons, "`NAME`")
@@ -122,6 +124,23 @@ func TestTroubleshootingCoversEveryReason(t *testing.T) {
 		}
 		return s
 	}(), "\n")
+	// A concern's own package declares its Events beside the code that
+	// records them (internal/controller/hpacustody).
+	sub, err := filepath.Glob(filepath.Join(repoRoot, "internal/controller/*/*.go"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range sub {
+		if strings.HasSuffix(p, "_test.go") {
+			continue
+		}
+		b, err := os.ReadFile(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		events += "\n" + string(b)
+		used += "\n" + string(b)
+	}
 	var emitted []string
 	for _, m := range eventConst.FindAllStringSubmatch(events, -1) {
 		if strings.Contains(used, m[1]+",") {
