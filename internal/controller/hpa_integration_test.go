@@ -406,11 +406,8 @@ func TestHPAFloorRestoredOnRelease(t *testing.T) {
 		t.Errorf("after the deletion: %v", err)
 	}
 
-	es := getES(t, op.ns, "renamed")
-	es.Spec.Autoscaler = nil
-	if err := k8s.Update(context.Background(), es); err != nil {
-		t.Fatal(err)
-	}
+	// Retried on a conflict: the operator writes the status meanwhile.
+	updateES(t, op.ns, "renamed", func(es *elastiv1alpha1.ElastiService) { es.Spec.Autoscaler = nil })
 	eventually(t, wait, "renamed: floor restored", wantHPA(op.ns, "renamed", 0, ""))
 
 	// An HPA deleted while held: the ElastiService's deletion still
