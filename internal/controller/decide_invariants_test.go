@@ -9,6 +9,7 @@ import (
 
 	elastiv1alpha1 "elasti.dev/elasti/api/v1alpha1"
 	"elasti.dev/elasti/internal/contract"
+	"elasti.dev/elasti/internal/controller/hpacustody"
 	"elasti.dev/elasti/internal/scaling"
 	"elasti.dev/elasti/internal/sleepgate"
 )
@@ -70,13 +71,13 @@ func TestDecideSleepsOnlyOnConfirmedIdle(t *testing.T) {
 	}
 	// What the HPA spec.autoscaler names can say; "none" is no HPA, or one
 	// Elasti does not hold (minReplicas 1 or more, or CPU metrics).
-	hpas := map[string]hpaObserved{
+	hpas := map[string]hpacustody.Observed{
 		"none":               {},
-		"held, zero":         {custody: true, metrics: triggers["idle"]},
-		"held, nonzero":      {custody: true, metrics: triggers["active"]},
-		"held, no readings":  {custody: true, metrics: triggers["unhealthy"]},
-		"held, not read":     {custody: true},
-		"floor not raisable": {exposed: true},
+		"held, zero":         {Custody: true, Metrics: triggers["idle"]},
+		"held, nonzero":      {Custody: true, Metrics: triggers["active"]},
+		"held, no readings":  {Custody: true, Metrics: triggers["unhealthy"]},
+		"held, not read":     {Custody: true},
+		"floor not raisable": {Exposed: true},
 	}
 	for _, ph := range []phase{phaseServe, phaseScalingDown, phaseProxy, phaseWaking} {
 		for graceName, started := range graces {

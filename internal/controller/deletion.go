@@ -63,7 +63,7 @@ func (r *Reconciler) finalize(ctx context.Context, es *elastiv1alpha1.ElastiServ
 	}
 	// The HPA's floor goes back to its owner's before the target is
 	// restored: from then on the HPA alone scales it.
-	if err := r.releaseHPAs(ctx, es); err != nil {
+	if err := r.hpas.Release(ctx, es); err != nil {
 		return ctrl.Result{}, err
 	}
 	if a := es.Spec.Autoscaler; a != nil && a.Type == elastiv1alpha1.AutoscalerKEDA {

@@ -21,16 +21,6 @@ const (
 	// grace period, its confirmation window, and cancelled the sleep.
 	EventSleepCancelled     = "SleepCancelled"
 	EventRemovedBeforeReady = "ProxyRemovedBeforeReady"
-	// EventHPAFloorRaised: the HPA spec.autoscaler names had minReplicas 0;
-	// the operator raised it to 1 and takes the last step to zero itself.
-	EventHPAFloorRaised = "HPAFloorRaised"
-	// EventHPAFloorNotRaised: that floor could not be raised; the target is
-	// kept awake.
-	EventHPAFloorNotRaised = "HPAFloorNotRaised"
-	// EventHPAFloorReleased: the operator let go of the HPA's floor.
-	EventHPAFloorReleased = "HPAFloorReleased"
-	// EventHPAFloorNotRestored: letting go of the floor failed.
-	EventHPAFloorNotRestored = "HPAFloorNotRestored"
 	// EventPreWarmed: a spec.preWarm firing was acted on: the target was
 	// woken, or was up already and its cooldown starts again.
 	EventPreWarmed = "PreWarmed"

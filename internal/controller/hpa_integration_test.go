@@ -30,6 +30,7 @@ import (
 
 	elastiv1alpha1 "elasti.dev/elasti/api/v1alpha1"
 	"elasti.dev/elasti/internal/contract"
+	"elasti.dev/elasti/internal/controller/hpacustody"
 	"elasti.dev/elasti/internal/scaling"
 )
 
@@ -201,8 +202,8 @@ func TestHPAFloorRaised(t *testing.T) {
 	createES(t, op.ns, "web", "web", "web", withHPA("web"))
 
 	eventually(t, wait, "floor raised", wantHPA(op.ns, "web", 1, "web"))
-	eventually(t, wait, "HPAFloorRaised Event", wantEvent(op.ns, "web", EventHPAFloorRaised))
-	ev := eventsOf(t, op.ns, "web", EventHPAFloorRaised)[0]
+	eventually(t, wait, "HPAFloorRaised Event", wantEvent(op.ns, "web", hpacustody.EventFloorRaised))
+	ev := eventsOf(t, op.ns, "web", hpacustody.EventFloorRaised)[0]
 	if ev.Type != "Normal" || !strings.Contains(ev.Note, "HPA web") {
 		t.Errorf("Event %s %q: want a Normal Event naming HPA web", ev.Type, ev.Note)
 	}
@@ -363,8 +364,8 @@ func TestHPAFloorRevertedIsRaisedAgain(t *testing.T) {
 		t.Logf("revert %d undone in %s", i+1, time.Since(start).Round(time.Millisecond))
 	}
 	eventually(t, wait, "an Event for each raise", func() error {
-		if n := len(eventsOf(t, op.ns, "web", EventHPAFloorRaised)); n == 0 {
-			return fmt.Errorf("no %s Event", EventHPAFloorRaised)
+		if n := len(eventsOf(t, op.ns, "web", hpacustody.EventFloorRaised)); n == 0 {
+			return fmt.Errorf("no %s Event", hpacustody.EventFloorRaised)
 		}
 		return nil
 	})
@@ -381,7 +382,7 @@ func TestHPAOwnerFloorEndsCustody(t *testing.T) {
 
 	setHPAMin(t, op.ns, "web", 3)
 	eventually(t, wait, "custody ended", wantHPA(op.ns, "web", 3, ""))
-	eventually(t, wait, "HPAFloorReleased Event", wantEvent(op.ns, "web", EventHPAFloorReleased))
+	eventually(t, wait, "HPAFloorReleased Event", wantEvent(op.ns, "web", hpacustody.EventFloorReleased))
 	never(t, 2*time.Second, "the owner's 3 stands", wantHPA(op.ns, "web", 3, ""))
 }
 
@@ -405,11 +406,8 @@ func TestHPAFloorRestoredOnRelease(t *testing.T) {
 		t.Errorf("after the deletion: %v", err)
 	}
 
-	es := getES(t, op.ns, "renamed")
-	es.Spec.Autoscaler = nil
-	if err := k8s.Update(context.Background(), es); err != nil {
-		t.Fatal(err)
-	}
+	// Retried on a conflict: the operator writes the status meanwhile.
+	updateES(t, op.ns, "renamed", func(es *elastiv1alpha1.ElastiService) { es.Spec.Autoscaler = nil })
 	eventually(t, wait, "renamed: floor restored", wantHPA(op.ns, "renamed", 0, ""))
 
 	// An HPA deleted while held: the ElastiService's deletion still
@@ -448,7 +446,7 @@ func TestHPAOnCPUNotHeld(t *testing.T) {
 		return wantHPA(op.ns, "two", 2, "")()
 	})
 	for _, name := range []string{"cpu", "two"} {
-		if ev := eventsOf(t, op.ns, name, EventHPAFloorRaised); len(ev) != 0 {
+		if ev := eventsOf(t, op.ns, name, hpacustody.EventFloorRaised); len(ev) != 0 {
 			t.Errorf("%s: unexpected Events %+v", name, ev)
 		}
 	}
@@ -468,11 +466,11 @@ func TestHPAFloorNotRaisedKeepsTargetAwake(t *testing.T) {
 	// The same operator still puts a target without an HPA to sleep.
 	createES(t, op.ns, "plain", "plain", "plain")
 
-	eventually(t, wait, "HPAFloorNotRaised Event", wantEvent(op.ns, "web", EventHPAFloorNotRaised))
-	if ev := eventsOf(t, op.ns, "web", EventHPAFloorNotRaised)[0]; ev.Type != "Warning" {
+	eventually(t, wait, "HPAFloorNotRaised Event", wantEvent(op.ns, "web", hpacustody.EventFloorNotRaised))
+	if ev := eventsOf(t, op.ns, "web", hpacustody.EventFloorNotRaised)[0]; ev.Type != "Warning" {
 		t.Errorf("Event type %s, want Warning", ev.Type)
 	}
-	eventually(t, wait, "Idle says why", wantCondition(op.ns, "web", elastiv1alpha1.ConditionIdle, metav1.ConditionFalse, ReasonHPAFloorNotRaised))
+	eventually(t, wait, "Idle says why", wantCondition(op.ns, "web", elastiv1alpha1.ConditionIdle, metav1.ConditionFalse, hpacustody.ReasonFloorNotRaised))
 	eventually(t, wait, "plain asleep", wantReplicas(op.ns, "plain", 0))
 	never(t, 3*time.Second, "the target stays awake", func() error {
 		if err := wantReplicas(op.ns, "web", 1)(); err != nil {

@@ -8,6 +8,7 @@ import (
 	elastiv1alpha1 "elasti.dev/elasti/api/v1alpha1"
 	"elasti.dev/elasti/internal/contract"
 	"elasti.dev/elasti/internal/controller/fallback"
+	"elasti.dev/elasti/internal/controller/hpacustody"
 	"elasti.dev/elasti/internal/controller/ledger"
 	"elasti.dev/elasti/internal/controller/wakeprogress"
 	"elasti.dev/elasti/internal/scaling"
@@ -78,8 +79,9 @@ type observed struct {
 	// noTriggers: the ElastiService has none. It sleeps only if an HPA in
 	// custody says so alone (hpa).
 	noTriggers bool
-	// hpa is what the HPA spec.autoscaler names has to say (hpa.go).
-	hpa            hpaObserved
+	// hpa is what the HPA spec.autoscaler names has to say (package
+	// hpacustody).
+	hpa            hpacustody.Observed
 	graceStartedAt time.Time
 	gracePeriod    time.Duration
 	pollInterval   time.Duration
@@ -274,11 +276,11 @@ func transition(o observed) plan {
 // mayScaleDown is the one rule for putting an awake target to sleep,
 // applied when a scale-down starts and again when its grace period ends:
 // every sleep gate is open and the triggers, with the HPA in custody,
-// evaluated for this reconcile, say idle (saysIdle). A target whose kind
-// cannot be watched is not put to sleep: Ready says why, as for a trigger
-// that cannot be evaluated.
+// evaluated for this reconcile, say idle (hpacustody.Observed.SaysIdle).
+// A target whose kind cannot be watched is not put to sleep: Ready says
+// why, as for a trigger that cannot be evaluated.
 func (o observed) mayScaleDown() bool {
-	return o.sleep.Allowed() && o.saysIdle() && o.targetWatchReason == ""
+	return o.sleep.Allowed() && o.hpa.SaysIdle(o.triggers, o.noTriggers) && o.targetWatchReason == ""
 }
 
 // graceOver reports whether the grace period of the scale-down in flight

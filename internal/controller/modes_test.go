@@ -9,6 +9,7 @@ import (
 
 	elastiv1alpha1 "elasti.dev/elasti/api/v1alpha1"
 	"elasti.dev/elasti/internal/contract"
+	"elasti.dev/elasti/internal/controller/hpacustody"
 	"elasti.dev/elasti/internal/scaling"
 	"elasti.dev/elasti/internal/sleepgate"
 )
@@ -198,34 +199,34 @@ func TestDecide(t *testing.T) {
 		{"target gone: no wake", base(phaseProxy, func(o *observed) { o.targetFound = false; o.wakeRequested = true }),
 			plan{slices: sliceDelete, mode: elastiv1alpha1.ModeServe, active: contract.ReasonServing, requeueAfter: 30 * time.Second}},
 
-		// An HPA in custody (hpa.go) joins the triggers: all must say idle.
+		// An HPA in custody (package hpacustody) joins the triggers: all must say idle.
 		{"HPA in custody reads zero, triggers idle: scale-down", base(phaseServe, func(o *observed) {
 			o.triggers = idle
-			o.hpa = hpaObserved{custody: true, metrics: idle}
+			o.hpa = hpacustody.Observed{Custody: true, Metrics: idle}
 		}), scaleDown},
 		{"HPA in custody reads nonzero, triggers idle: stays up", base(phaseServe, func(o *observed) {
 			o.triggers = idle
-			o.hpa = hpaObserved{custody: true, metrics: active}
+			o.hpa = hpacustody.Observed{Custody: true, Metrics: active}
 		}), serve},
 		{"HPA in custody reads zero, a trigger active: stays up", base(phaseServe, func(o *observed) {
 			o.triggers = active
-			o.hpa = hpaObserved{custody: true, metrics: idle}
+			o.hpa = hpacustody.Observed{Custody: true, Metrics: idle}
 		}), serve},
 		{"HPA in custody without readings: stays up", base(phaseServe, func(o *observed) {
 			o.triggers = idle
-			o.hpa = hpaObserved{custody: true, metrics: unhealthy}
+			o.hpa = hpacustody.Observed{Custody: true, Metrics: unhealthy}
 		}), serve},
 		{"HPA in custody not read: stays up", base(phaseServe, func(o *observed) {
 			o.triggers = idle
-			o.hpa = hpaObserved{custody: true}
+			o.hpa = hpacustody.Observed{Custody: true}
 		}), serve},
 		{"no triggers, HPA in custody reads zero: it decides alone", base(phaseServe, func(o *observed) {
 			o.noTriggers = true
-			o.hpa = hpaObserved{custody: true, metrics: idle}
+			o.hpa = hpacustody.Observed{Custody: true, Metrics: idle}
 		}), scaleDown},
 		{"no triggers, HPA in custody reads nonzero: stays up", base(phaseServe, func(o *observed) {
 			o.noTriggers = true
-			o.hpa = hpaObserved{custody: true, metrics: active}
+			o.hpa = hpacustody.Observed{Custody: true, Metrics: active}
 		}), serve},
 		{"no triggers, no HPA in custody: never sleeps", base(phaseServe, func(o *observed) {
 			o.noTriggers = true
@@ -233,25 +234,25 @@ func TestDecide(t *testing.T) {
 		}), serve},
 		{"HPA that could take the last step itself: kept awake", base(phaseServe, func(o *observed) {
 			o.triggers = idle
-			o.hpa = hpaObserved{exposed: true}
+			o.hpa = hpacustody.Observed{Exposed: true}
 		}), serve},
 		{"grace over, HPA in custody still reads zero: sleep", base(phaseScalingDown, func(o *observed) {
 			o.graceStartedAt = now.Add(-3 * time.Second)
 			o.ownReady = true
 			o.noTriggers = true
-			o.hpa = hpaObserved{custody: true, metrics: idle}
+			o.hpa = hpacustody.Observed{Custody: true, Metrics: idle}
 		}), plan{slices: sliceEnsure, mode: elastiv1alpha1.ModeProxy, active: contract.ReasonScaledToZero, sleep: true}},
 		{"grace over, HPA in custody reads nonzero again: called off", base(phaseScalingDown, func(o *observed) {
 			o.graceStartedAt = now.Add(-3 * time.Second)
 			o.ownReady = true
 			o.noTriggers = true
-			o.hpa = hpaObserved{custody: true, metrics: active}
+			o.hpa = hpacustody.Observed{Custody: true, Metrics: active}
 		}), serve},
 		{"grace over, the HPA floor was lost meanwhile: called off", base(phaseScalingDown, func(o *observed) {
 			o.graceStartedAt = now.Add(-3 * time.Second)
 			o.ownReady = true
 			o.triggers = idle
-			o.hpa = hpaObserved{exposed: true}
+			o.hpa = hpacustody.Observed{Exposed: true}
 		}), serve},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -17,6 +17,7 @@ import (
 	elastiv1alpha1 "elasti.dev/elasti/api/v1alpha1"
 	"elasti.dev/elasti/internal/contract"
 	"elasti.dev/elasti/internal/controller/fallback"
+	"elasti.dev/elasti/internal/controller/hpacustody"
 	"elasti.dev/elasti/internal/controller/ledger"
 	"elasti.dev/elasti/internal/controller/ports"
 	"elasti.dev/elasti/internal/controller/wakeprogress"
@@ -41,9 +42,9 @@ type listed struct {
 }
 
 // observe reads everything decide needs, and keeps in listed what the
-// writers reuse. hold is what syncHPA found of the HPA spec.autoscaler
-// names.
-func (r *Reconciler) observe(ctx context.Context, es *elastiv1alpha1.ElastiService, hold hpaHold) (observed, listed, error) {
+// writers reuse. hold is what hpacustody's Sync found of the HPA
+// spec.autoscaler names.
+func (r *Reconciler) observe(ctx context.Context, es *elastiv1alpha1.ElastiService, hold hpacustody.Hold) (observed, listed, error) {
 	key := client.ObjectKeyFromObject(es)
 	_, wakeNow := es.Annotations[contract.AnnotationWakeNow]
 	// An activation call reports traffic a resolver saw: handed to this
@@ -58,7 +59,7 @@ func (r *Reconciler) observe(ctx context.Context, es *elastiv1alpha1.ElastiServi
 		keepAwake:      contract.KeepAwake(es.Annotations),
 		graceStartedAt: graceStart(&r.grace, key),
 		noTriggers:     len(es.Spec.Triggers) == 0,
-		hpa:            hpaObserved{custody: hold.custody, exposed: hold.exposed},
+		hpa:            hpacustody.Observed{Custody: hold.Custody, Exposed: hold.Exposed},
 	}
 	// A pre-warm firing wakes as an activation call does.
 	o.preWarm, o.preWarmNext = preWarmFiring(ctx, es, o.now, lastPreWarm(&r.preWarmed, key))
@@ -132,21 +133,21 @@ func (r *Reconciler) observe(ctx context.Context, es *elastiv1alpha1.ElastiServi
 	o.wake = wakeprogress.Observe(ctx, r.live, es, o.now, pods, podsListed, notCreated)
 
 	o.phase = currentPhase(es.Status, o.replicas)
-	o.sleep = sleepgate.Evaluate(gateView(es, hold.custody), o.now)
+	o.sleep = sleepgate.Evaluate(hpacustody.GateView(es, hold.Custody), o.now)
 	if o.needsTriggers() && !o.noTriggers {
 		res := r.triggers.Evaluate(ctx, es)
 		o.triggers = &res
 		triggerEvaluations.WithLabelValues(es.Namespace, es.Name, string(res.State)).Inc()
 		ctrl.LoggerFrom(ctx).V(1).Info("triggers evaluated", "state", res.State, "value", res.Value, "reason", res.Reason)
 	}
-	if o.needsTriggers() && hold.custody && hold.hpa != nil {
+	if o.needsTriggers() && hold.Custody && hold.HPA != nil {
 		var woke time.Time
 		if es.Status.LastScaledUpTime != nil {
 			woke = es.Status.LastScaledUpTime.Time
 		}
-		res := hpaMetricsVerdict(hold.hpa, o.now, woke)
-		o.hpa.metrics = &res
-		ctrl.LoggerFrom(ctx).V(1).Info("HPA metrics read", "hpa", hold.hpa.Name, "state", res.State, "value", res.Value, "reason", res.Reason)
+		res := hpacustody.MetricsVerdict(hold.HPA, o.now, woke)
+		o.hpa.Metrics = &res
+		ctrl.LoggerFrom(ctx).V(1).Info("HPA metrics read", "hpa", hold.HPA.Name, "state", res.State, "value", res.Value, "reason", res.Reason)
 	}
 	return o, l, nil
 }

@@ -7,7 +7,8 @@ package controller
 // ServiceAccount (see docs/operator.md).
 //
 // HorizontalPodAutoscalers are watched and patched: an HPA named in
-// spec.autoscaler with minReplicas 0 has its floor held at 1 (hpa.go).
+// spec.autoscaler with minReplicas 0 has its floor held at 1 (package
+// hpacustody).
 //
 // Pods are listed, live and never watched, in the targets' namespaces: once
 // per wake from zero, to read the woken pod's phases for status.ledger

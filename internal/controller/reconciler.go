@@ -17,6 +17,7 @@ import (
 	elastiv1alpha1 "elasti.dev/elasti/api/v1alpha1"
 	"elasti.dev/elasti/internal/contract"
 	"elasti.dev/elasti/internal/controller/fallback"
+	"elasti.dev/elasti/internal/controller/hpacustody"
 	"elasti.dev/elasti/internal/controller/ports"
 	"elasti.dev/elasti/internal/keyed"
 )
@@ -30,7 +31,7 @@ type Reconciler struct {
 	client      client.Client
 	scaler      targetScaler
 	autoscalers autoscalerControl
-	hpaFloors   hpaFloorControl
+	hpas        *hpacustody.Custody
 	triggers    triggerEvaluator
 	recorder    eventRecorder
 	clock       clock.Clock
@@ -115,7 +116,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	hold, err := r.syncHPA(ctx, es)
+	hold, err := r.hpas.Sync(ctx, es)
 	if err != nil {
 		return ctrl.Result{}, err
 	}

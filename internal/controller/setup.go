@@ -31,6 +31,7 @@ import (
 	elastiv1alpha1 "elasti.dev/elasti/api/v1alpha1"
 	"elasti.dev/elasti/internal/contract"
 	"elasti.dev/elasti/internal/controller/fallback"
+	"elasti.dev/elasti/internal/controller/hpacustody"
 	"elasti.dev/elasti/internal/controller/ports"
 	"elasti.dev/elasti/internal/scaling"
 )
@@ -46,7 +47,7 @@ const (
 type Deps struct {
 	Scaler      targetScaler
 	Autoscalers autoscalerControl
-	HPAFloors   hpaFloorControl
+	HPAFloors   hpacustody.FloorControl
 	Triggers    triggerEvaluator
 }
 
@@ -86,20 +87,21 @@ func Setup(ctx context.Context, mgr ctrl.Manager, cfg Config, deps Deps) (*Waker
 		indexTarget:              targetIndex,
 		ports.IndexResolverPorts: ports.ResolverPortsIndex,
 		indexMode:                func(o client.Object) []string { return []string{string(o.(*elastiv1alpha1.ElastiService).Status.Mode)} },
-		indexHPA:                 hpaIndex,
+		hpacustody.IndexHPA:      hpacustody.Index,
 	} {
 		if err := idx.IndexField(ctx, &elastiv1alpha1.ElastiService{}, name, fn); err != nil {
 			return nil, fmt.Errorf("index ElastiServices by %s: %w", name, err)
 		}
 	}
 
+	recorder := mgr.GetEventRecorder("elasti-operator")
 	r := &Reconciler{
 		client:      mgr.GetClient(),
 		scaler:      deps.Scaler,
 		autoscalers: deps.Autoscalers,
-		hpaFloors:   deps.HPAFloors,
+		hpas:        &hpacustody.Custody{Cache: mgr.GetClient(), Floors: deps.HPAFloors, Recorder: recorder},
 		triggers:    deps.Triggers,
-		recorder:    mgr.GetEventRecorder("elasti-operator"),
+		recorder:    recorder,
 		clock:       cfg.Clock,
 		cfg:         cfg,
 		ports: ports.NewAllocator(cfg.PortRangeStart, cfg.PortRangeEnd, ports.CacheHolders(mgr.GetClient()), ports.ReusePolicy{
@@ -117,9 +119,10 @@ func Setup(ctx context.Context, mgr ctrl.Manager, cfg Config, deps Deps) (*Waker
 		Watches(&corev1.Service{}, handler.EnqueueRequestsFromMapFunc(r.forService), builder.WithPredicates(serviceSpecChanged())).
 		Watches(&discoveryv1.EndpointSlice{}, handler.EnqueueRequestsFromMapFunc(r.forSlice), builder.WithPredicates(sliceReadinessChanged())).
 		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(r.forResolverPod), builder.WithPredicates(resolverPodChanged())).
-		// An HPA whose floor Elasti holds (hpa.go): a floor set back to 0
-		// is raised again at once, and its readings count when they change.
-		Watches(&autoscalingv2.HorizontalPodAutoscaler{}, handler.EnqueueRequestsFromMapFunc(r.forHPA), builder.WithPredicates(hpaChanged())).
+		// An HPA whose floor Elasti holds (package hpacustody): a floor set
+		// back to 0 is raised again at once, and its readings count when
+		// they change.
+		Watches(&autoscalingv2.HorizontalPodAutoscaler{}, handler.EnqueueRequestsFromMapFunc(r.hpas.Map), builder.WithPredicates(hpacustody.Changed())).
 		WatchesRawSource(source.Channel(r.wakes.events, &handler.EnqueueRequestForObject{})).
 		// ElastiServices waiting for a resolver port, when one frees up.
 		WatchesRawSource(source.Channel(r.ports.Events(), &handler.EnqueueRequestForObject{})).

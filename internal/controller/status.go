@@ -15,6 +15,7 @@ import (
 	elastiv1alpha1 "elasti.dev/elasti/api/v1alpha1"
 	"elasti.dev/elasti/internal/contract"
 	"elasti.dev/elasti/internal/controller/fallback"
+	"elasti.dev/elasti/internal/controller/hpacustody"
 	"elasti.dev/elasti/internal/controller/ledger"
 	"elasti.dev/elasti/internal/controller/wakeprogress"
 	"elasti.dev/elasti/internal/scaling"
@@ -146,15 +147,15 @@ func desiredStatus(es *elastiv1alpha1.ElastiService, o observed, p plan, fx effe
 			fmt.Sprintf("annotation %s=true keeps the target awake", contract.AnnotationKeepAwake))
 	case o.sleep.Reason == sleepgate.ReasonInvalidEnabledPeriod:
 		set(elastiv1alpha1.ConditionTriggersHealthy, metav1.ConditionFalse, ReasonInvalidEnabledRange, o.sleep.Message)
-	case o.hpa.exposed:
-		set(elastiv1alpha1.ConditionIdle, metav1.ConditionFalse, ReasonHPAFloorNotRaised, fmt.Sprintf(
+	case o.hpa.Exposed:
+		set(elastiv1alpha1.ConditionIdle, metav1.ConditionFalse, hpacustody.ReasonFloorNotRaised, fmt.Sprintf(
 			"HPA %s has minReplicas 0 and the operator could not raise it to 1: the target is kept awake, since the HPA could take it to zero before the proxy is in place",
-			namedHPA(es)))
-	case o.idleVerdict() != nil:
-		v := o.idleVerdict()
+			hpacustody.Named(es)))
+	case o.hpa.IdleVerdict(o.triggers, o.noTriggers) != nil:
+		v := o.hpa.IdleVerdict(o.triggers, o.noTriggers)
 		evaluated := "every trigger was evaluated"
-		if o.hpa.custody {
-			evaluated = "the triggers and the readings of HPA " + namedHPA(es) + " were evaluated"
+		if o.hpa.Custody {
+			evaluated = "the triggers and the readings of HPA " + hpacustody.Named(es) + " were evaluated"
 		}
 		switch v.State {
 		case scaling.StateIdle:

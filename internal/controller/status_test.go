@@ -8,6 +8,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	elastiv1alpha1 "elasti.dev/elasti/api/v1alpha1"
+	"elasti.dev/elasti/internal/controller/hpacustody"
 	"elasti.dev/elasti/internal/scaling"
 	"elasti.dev/elasti/internal/sleepgate"
 )
@@ -55,5 +56,33 @@ func TestDesiredStatusIsStable(t *testing.T) {
 	next = desiredStatus(es, o, decide(o), effects{woke: true}, "elasti-system")
 	if next.LastScaledUpTime == nil || !next.LastScaledUpTime.Time.Equal(o.now) {
 		t.Fatalf("lastScaledUpTime %v", next.LastScaledUpTime)
+	}
+}
+
+// TestStatusWordsTheHPA: the Idle condition says why an HPA keeps the
+// target awake.
+func TestStatusWordsTheHPA(t *testing.T) {
+	es := &elastiv1alpha1.ElastiService{ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "n"},
+		Spec: elastiv1alpha1.ElastiServiceSpec{Service: "web", Autoscaler: &elastiv1alpha1.AutoscalerRef{Type: elastiv1alpha1.AutoscalerHPA, Name: "web"}}}
+	o := observed{now: time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC), serviceFound: true, targetFound: true, replicas: 1, resolvers: 1,
+		ports: []elastiv1alpha1.ProxyPort{{Name: "http", Port: 80, ResolverPort: 20000}},
+		sleep: sleepgate.Verdict{Reason: sleepgate.ReasonOpen, Polls: true}, noTriggers: true}
+	for _, tc := range []struct {
+		name   string
+		hpa    hpacustody.Observed
+		status metav1.ConditionStatus
+		reason string
+	}{
+		{"floor not raisable", hpacustody.Observed{Exposed: true}, metav1.ConditionFalse, hpacustody.ReasonFloorNotRaised},
+		{"held, reading nonzero", hpacustody.Observed{Custody: true, Metrics: &scaling.Result{State: scaling.StateActive, Message: "busy"}}, metav1.ConditionFalse, ReasonTriggerActive},
+		{"held, reading zero", hpacustody.Observed{Custody: true, Metrics: &scaling.Result{State: scaling.StateIdle, Message: "zero"}}, metav1.ConditionTrue, ReasonAllTriggersIdle},
+		{"held, no readings", hpacustody.Observed{Custody: true, Metrics: &scaling.Result{State: scaling.StateUnhealthy, Reason: hpacustody.ReasonMetricsUnavailable}}, metav1.ConditionUnknown, ReasonTriggersUnhealthy},
+	} {
+		o.hpa = tc.hpa
+		st := desiredStatus(es, o, decide(o), effects{}, "elasti-system")
+		c := meta.FindStatusCondition(st.Conditions, elastiv1alpha1.ConditionIdle)
+		if c == nil || c.Status != tc.status || c.Reason != tc.reason {
+			t.Errorf("%s: Idle %+v, want %s/%s", tc.name, c, tc.status, tc.reason)
+		}
 	}
 }

@@ -29,7 +29,7 @@ var ScaledObjectGVK = schema.GroupVersionKind{Group: "keda.sh", Version: "v1alph
 // Autoscalers pauses KEDA, reads HPA floors and holds them. Its reads go to
 // the API server directly (no informer), so the operator needs only get and
 // patch on ScaledObjects. The operator watches HPAs on its own (the custody
-// of an HPA's last step, see internal/controller/hpa.go) and hands the HPA
+// of an HPA's last step, see internal/controller/hpacustody) and hands the HPA
 // it read to HoldHPAFloor and ReleaseHPAFloor.
 type Autoscalers struct {
 	Reader client.Reader
