@@ -471,8 +471,8 @@ func (r *Reconciler) letGoHPA(ctx context.Context, es *elastiv1alpha1.ElastiServ
 
 // forHPA maps an HPA to the ElastiServices that name it, and to the one
 // that holds it (which may name another since).
-func (r *Reconciler) forHPA(ctx context.Context, obj client.Object) []reconcile.Request {
-	out := r.byIndex(ctx, obj.GetNamespace(), indexHPA, obj.GetName())
+func (m mappers) forHPA(ctx context.Context, obj client.Object) []reconcile.Request {
+	out := m.byIndex(ctx, obj.GetNamespace(), indexHPA, obj.GetName())
 	if _, held := obj.GetAnnotations()[contract.AnnotationHPAMinReplicas]; held {
 		if name := obj.GetAnnotations()[contract.AnnotationHPACustodian]; name != "" {
 			out = append(out, reconcile.Request{NamespacedName: client.ObjectKey{Namespace: obj.GetNamespace(), Name: name}})

@@ -17,6 +17,8 @@ import (
 	elastiv1alpha1 "elasti.dev/elasti/api/v1alpha1"
 	"elasti.dev/elasti/internal/contract"
 	"elasti.dev/elasti/internal/controller/ports"
+	"elasti.dev/elasti/internal/controller/targets"
+	"elasti.dev/elasti/internal/controller/wakecalls"
 	"elasti.dev/elasti/internal/keyed"
 )
 
@@ -36,8 +38,8 @@ type Reconciler struct {
 	cfg         Config
 
 	ports   *ports.Allocator
-	wakes   *wakeRequests
-	targets *targetWatches
+	wakes   *wakecalls.Requests
+	targets *targets.Watches
 	// grace remembers when each ElastiService's grace period before
 	// sleeping began. In memory only: a new leader that finds a scale-down
 	// in flight has no start time and waits a full grace period of its own
@@ -157,11 +159,21 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.
 	}
 	// Activation calls are answered only once the status records the wake,
 	// so a caller that sees the answer also sees lastScaledUpTime.
-	if err := r.answerWake(ctx, es, o, fx); err != nil {
+	if err := r.wakes.Answer(ctx, r.client, es, wakeOutcome(o, fx)); err != nil {
 		return ctrl.Result{}, err
 	}
 	setModeMetric(es.Namespace, es.Name, p.mode)
 	return ctrl.Result{RequeueAfter: p.requeueAfter}, nil
+}
+
+// wakeOutcome is what the activation calls waiting on this reconcile are
+// answered: the replicas a wake gave the target, or, when a wake was asked
+// for and the target cannot be read, why.
+func wakeOutcome(o observed, fx effects) wakecalls.Outcome {
+	return wakecalls.Outcome{
+		Woke: fx.woke, Replicas: fx.replicas,
+		CannotWake: o.wakeRequested && !o.targetFound, TargetErr: o.targetErr,
+	}
 }
 
 // execute carries a plan out in the order of docs/architecture.md, "The
