@@ -13,7 +13,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus/testutil"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -23,6 +22,7 @@ import (
 	elastiv1alpha1 "elasti.dev/elasti/api/v1alpha1"
 	"elasti.dev/elasti/internal/activation"
 	"elasti.dev/elasti/internal/contract"
+	"elasti.dev/elasti/internal/controller/wakecalls"
 	"elasti.dev/elasti/internal/scaling"
 )
 
@@ -130,8 +130,17 @@ func TestActivation(t *testing.T) {
 	// after the wake completed: a call that started a wake of its own is a
 	// broken share, not a late arrival.
 	const calls = 20
+	// The counter lives in package wakecalls: read it from the registry,
+	// by the name and labels the docs give it.
 	wakes := func(outcome string) int {
-		return int(testutil.ToFloat64(wakeRequestCount.WithLabelValues(op.ns, "web", outcome)))
+		for _, m := range metricSeries(t, "elasti_operator_wake_requests_total", op.ns, "web") {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "wake" && l.GetValue() == outcome {
+					return int(m.GetCounter().GetValue())
+				}
+			}
+		}
+		return 0
 	}
 	t.Cleanup(gs.open) // before the activation server and the operator stop
 	start := make(chan struct{})
@@ -153,7 +162,7 @@ func TestActivation(t *testing.T) {
 		if gs.calls.Load() == 0 {
 			return fmt.Errorf("the wake has not reached its scale from zero")
 		}
-		if n := wakes(wakeStarted) + wakes(wakeJoined); n < calls {
+		if n := wakes("started") + wakes("joined"); n < calls {
 			return fmt.Errorf("%d of %d calls registered", n, calls)
 		}
 		return nil
@@ -164,7 +173,7 @@ func TestActivation(t *testing.T) {
 	for err := range errs {
 		t.Error(err)
 	}
-	if started, joined := wakes(wakeStarted), wakes(wakeJoined); started != 1 || joined != calls-1 {
+	if started, joined := wakes("started"), wakes("joined"); started != 1 || joined != calls-1 {
 		t.Errorf("%d concurrent calls: %d started a wake and %d joined a pending one; want 1 started and %d joined",
 			calls, started, joined, calls-1)
 	}
@@ -190,7 +199,7 @@ func TestActivationThroughNonLeader(t *testing.T) {
 	createES(t, op.ns, "api", "api", "api")
 	eventually(t, wait, "asleep", wantReplicas(op.ns, "api", 0))
 
-	follower := &Waker{Reader: k8s, Writer: k8s, Elected: make(chan struct{})} // never elected
+	follower := &wakecalls.Waker{Reader: k8s, Writer: k8s, Elected: make(chan struct{})} // never elected
 	url := startActivationServer(t, op.resolverNS, follower)
 	code, resp, err := activate(url, serviceAccountToken(t, op.resolverNS, "elasti-resolver"), op.ns, "api")
 	if err != nil || code != http.StatusOK || resp.Replicas != 1 {

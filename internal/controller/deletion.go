@@ -192,6 +192,6 @@ func (r *Reconciler) forget(key types.NamespacedName) {
 	r.ports.Release(key)
 	r.grace.Delete(key)
 	r.preWarmed.Delete(key)
-	r.wakes.complete(key, 0, errGone)
+	r.wakes.Complete(key, 0, errGone)
 	forgetMetrics(key.Namespace, key.Name)
 }

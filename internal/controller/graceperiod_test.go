@@ -8,7 +8,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	elastiv1alpha1 "elasti.dev/elasti/api/v1alpha1"
-	"elasti.dev/elasti/internal/contract"
 	"elasti.dev/elasti/internal/sleepgate"
 )
 
@@ -33,27 +32,6 @@ func TestGracePeriodOf(t *testing.T) {
 		spec := elastiv1alpha1.ElastiServiceSpec{ScaleDownGracePeriod: tc.value}
 		if got := gracePeriodOf(spec, def); got != tc.want {
 			t.Errorf("scaleDownGracePeriod %q: got %s, want %s", tc.value, got, tc.want)
-		}
-	}
-}
-
-// A follower's wake-now value says it carries an activation call; the
-// CLI's bare timestamp, or any other value, does not.
-func TestForwardedActivation(t *testing.T) {
-	now := time.Date(2030, 1, 1, 12, 0, 0, 0, time.UTC)
-	for _, tc := range []struct {
-		name        string
-		annotations map[string]string
-		want        bool
-	}{
-		{"follower", map[string]string{contract.AnnotationWakeNow: wakeNowByActivation + now.Format(time.RFC3339Nano)}, true},
-		{"kubectl elasti wake", map[string]string{contract.AnnotationWakeNow: now.Format(time.RFC3339Nano)}, false},
-		{"by hand", map[string]string{contract.AnnotationWakeNow: "x"}, false},
-		{"other annotation", map[string]string{"example.com/x": wakeNowByActivation}, false},
-		{"none", nil, false},
-	} {
-		if got := forwardedActivation(tc.annotations); got != tc.want {
-			t.Errorf("%s: got %v, want %v", tc.name, got, tc.want)
 		}
 	}
 }

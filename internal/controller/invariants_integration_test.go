@@ -22,6 +22,7 @@ import (
 
 	elastiv1alpha1 "elasti.dev/elasti/api/v1alpha1"
 	"elasti.dev/elasti/internal/contract"
+	"elasti.dev/elasti/internal/controller/targets"
 	"elasti.dev/elasti/internal/scaling"
 )
 
@@ -237,7 +238,7 @@ func TestWakeDoesNotWaitForATargetKindItCannotWatch(t *testing.T) {
 	})
 	eventually(t, wait, "asleep in proxy mode", wantCondition(op.ns, "ro", elastiv1alpha1.ConditionActive, metav1.ConditionFalse, contract.ReasonScaledToZero))
 	eventually(t, wait, "Ready names the missing permission",
-		wantCondition(op.ns, "ro", elastiv1alpha1.ConditionReady, metav1.ConditionFalse, ReasonTargetWatchForbidden))
+		wantCondition(op.ns, "ro", elastiv1alpha1.ConditionReady, metav1.ConditionFalse, targets.ReasonWatchForbidden))
 	t.Logf("Ready: %s", meta.FindStatusCondition(getES(t, op.ns, "ro").Status.Conditions, elastiv1alpha1.ConditionReady).Message)
 
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)

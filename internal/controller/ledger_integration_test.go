@@ -152,15 +152,15 @@ func TestLedgerSleepAndWake(t *testing.T) {
 			t.Errorf("metric %s = %v, want %v", name, c.got, c.want)
 		}
 	}
-	if n := len(ledgerSeries(t, "elasti_operator_cold_start_phase_seconds", op.ns, "led")); n != 4 {
+	if n := len(metricSeries(t, "elasti_operator_cold_start_phase_seconds", op.ns, "led")); n != 4 {
 		t.Errorf("%d cold-start phase series, want 4", n)
 	}
 }
 
-// ledgerSeries returns one ElastiService's series of the metric name, as
+// metricSeries returns one ElastiService's series of the metric name, as
 // the operator's registry gathers them (the ledger's metrics live in
-// package ledger).
-func ledgerSeries(t *testing.T, name, ns, es string) []*dto.Metric {
+// package ledger, the activation calls' in package wakecalls).
+func metricSeries(t *testing.T, name, ns, es string) []*dto.Metric {
 	t.Helper()
 	families, err := crmetrics.Registry.Gather()
 	if err != nil {
@@ -188,7 +188,7 @@ func ledgerSeries(t *testing.T, name, ns, es string) []*dto.Metric {
 // when it has no series.
 func ledgerMetric(t *testing.T, name, ns, es string) float64 {
 	t.Helper()
-	series := ledgerSeries(t, name, ns, es)
+	series := metricSeries(t, name, ns, es)
 	if len(series) == 0 {
 		return 0
 	}

@@ -27,6 +27,7 @@ import (
 
 	elastiv1alpha1 "elasti.dev/elasti/api/v1alpha1"
 	"elasti.dev/elasti/internal/contract"
+	"elasti.dev/elasti/internal/controller/wakecalls"
 	"elasti.dev/elasti/internal/scaling"
 	"elasti.dev/elasti/internal/testenv"
 	"elasti.dev/elasti/internal/testenv/estest"
@@ -63,7 +64,7 @@ func (f *fakeTriggers) Evaluate(context.Context, *elastiv1alpha1.ElastiService) 
 // operator is one running operator for one test.
 type operator struct {
 	ns, resolverNS string
-	waker          *Waker
+	waker          *wakecalls.Waker
 	mgr            ctrl.Manager
 }
 

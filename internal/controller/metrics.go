@@ -6,6 +6,7 @@ import (
 
 	elastiv1alpha1 "elasti.dev/elasti/api/v1alpha1"
 	"elasti.dev/elasti/internal/controller/ledger"
+	"elasti.dev/elasti/internal/controller/wakecalls"
 )
 
 // The operator's metrics. Labels are bounded: namespace and elastiservice
@@ -28,14 +29,6 @@ var (
 		Name: "elasti_operator_trigger_evaluations_total",
 		Help: "Trigger evaluations, by result (idle, active, unhealthy).",
 	}, []string{"namespace", "elastiservice", "result"})
-	activations = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "elasti_operator_activations_total",
-		Help: "Wake requests received by the activation server, by result (woken, forwarded, not_found, error).",
-	}, []string{"namespace", "elastiservice", "result"})
-	wakeRequestCount = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "elasti_operator_wake_requests_total",
-		Help: "Activation calls the leader handed to the reconciler, by whether the call started a wake or joined one already pending (wake: started, joined).",
-	}, []string{"namespace", "elastiservice", "wake"})
 	writeConflicts = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "elasti_operator_write_conflicts_total",
 		Help: "Reconciles whose write met a newer version of its object (another writer, or the cache behind the API server) and that ran again at once, with no Warning Event.",
@@ -47,7 +40,7 @@ var (
 )
 
 func init() {
-	metrics.Registry.MustRegister(reconcileDuration, scaleOperations, modeGauge, triggerEvaluations, activations, wakeRequestCount, writeConflicts, resolverPortsAllocated)
+	metrics.Registry.MustRegister(reconcileDuration, scaleOperations, modeGauge, triggerEvaluations, writeConflicts, resolverPortsAllocated)
 }
 
 func setModeMetric(namespace, name string, mode elastiv1alpha1.Mode) {
@@ -65,17 +58,10 @@ func forgetMetrics(namespace, name string) {
 	modeGauge.DeletePartialMatch(labels)
 	scaleOperations.DeletePartialMatch(labels)
 	triggerEvaluations.DeletePartialMatch(labels)
-	activations.DeletePartialMatch(labels)
-	wakeRequestCount.DeletePartialMatch(labels)
 	writeConflicts.DeletePartialMatch(labels)
 	ledger.Forget(labels)
+	wakecalls.Forget(labels)
 }
-
-// Values of the wake label of elasti_operator_wake_requests_total.
-const (
-	wakeStarted = "started"
-	wakeJoined  = "joined"
-)
 
 func resultLabel(err error) string {
 	if err != nil {

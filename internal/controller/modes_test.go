@@ -10,6 +10,7 @@ import (
 	elastiv1alpha1 "elasti.dev/elasti/api/v1alpha1"
 	"elasti.dev/elasti/internal/contract"
 	"elasti.dev/elasti/internal/controller/hpacustody"
+	"elasti.dev/elasti/internal/controller/targets"
 	"elasti.dev/elasti/internal/scaling"
 	"elasti.dev/elasti/internal/sleepgate"
 )
@@ -166,7 +167,7 @@ func TestDecide(t *testing.T) {
 			o.graceStartedAt = now.Add(-3 * time.Second)
 			o.ownReady = true
 			o.triggers = idle
-			o.targetWatchReason = ReasonTargetWatchNotSynced
+			o.targetWatchReason = targets.ReasonWatchNotSynced
 		}), serve},
 		{"grace over, called off without a ready endpoint: keep holding", base(phaseScalingDown, func(o *observed) {
 			o.graceStartedAt = now.Add(-3 * time.Second)

@@ -20,6 +20,7 @@ import (
 	"elasti.dev/elasti/internal/controller/hpacustody"
 	"elasti.dev/elasti/internal/controller/ledger"
 	"elasti.dev/elasti/internal/controller/ports"
+	"elasti.dev/elasti/internal/controller/wakecalls"
 	"elasti.dev/elasti/internal/controller/wakeprogress"
 	"elasti.dev/elasti/internal/keyed"
 	"elasti.dev/elasti/internal/scaling"
@@ -49,7 +50,7 @@ func (r *Reconciler) observe(ctx context.Context, es *elastiv1alpha1.ElastiServi
 	_, wakeNow := es.Annotations[contract.AnnotationWakeNow]
 	// An activation call reports traffic a resolver saw: handed to this
 	// leader directly, or by a follower through the wake-now annotation.
-	activation := r.wakes.isPending(key) || forwardedActivation(es.Annotations)
+	activation := r.wakes.Pending(key) || wakecalls.Forwarded(es.Annotations)
 	o := observed{
 		now:            r.clock.Now(),
 		gracePeriod:    gracePeriodOf(es.Spec, r.cfg.GracePeriod),
@@ -87,17 +88,17 @@ func (r *Reconciler) observe(ctx context.Context, es *elastiv1alpha1.ElastiServi
 
 	var replicas int32
 	var err error
-	if !wakeFromZero(es, o.wakeRequested) || !r.targets.cached(ctx, es.Namespace, es.Spec.ScaleTargetRef) {
+	if !wakeFromZero(es, o.wakeRequested) || !r.targets.Cached(ctx, es.Namespace, es.Spec.ScaleTargetRef) {
 		replicas, err = r.scaler.Replicas(ctx, es.Namespace, es.Spec.ScaleTargetRef)
 	}
 	switch {
 	case err == nil:
 		o.targetFound, o.replicas = true, replicas
 		if gvk, gerr := scaling.TargetGVK(es.Spec.ScaleTargetRef); gerr == nil {
-			if werr := r.targets.ensure(gvk); werr != nil {
+			if werr := r.targets.Ensure(gvk); werr != nil {
 				return o, l, werr
 			}
-			o.targetWatchReason, o.targetWatchErr = r.targets.problem(ctx, es.Namespace, gvk)
+			o.targetWatchReason, o.targetWatchErr = r.targets.Problem(ctx, es.Namespace, gvk)
 		}
 	case apierrors.IsNotFound(err) || errors.Is(err, scaling.ErrTargetKindUnknown):
 		o.targetErr = "it does not exist"

@@ -19,6 +19,8 @@ import (
 	"elasti.dev/elasti/internal/controller/fallback"
 	"elasti.dev/elasti/internal/controller/hpacustody"
 	"elasti.dev/elasti/internal/controller/ports"
+	"elasti.dev/elasti/internal/controller/targets"
+	"elasti.dev/elasti/internal/controller/wakecalls"
 	"elasti.dev/elasti/internal/keyed"
 )
 
@@ -38,8 +40,8 @@ type Reconciler struct {
 	cfg         Config
 
 	ports   *ports.Allocator
-	wakes   *wakeRequests
-	targets *targetWatches
+	wakes   *wakecalls.Requests
+	targets *targets.Watches
 	// grace remembers when each ElastiService's grace period before
 	// sleeping began. In memory only: a new leader that finds a scale-down
 	// in flight has no start time and waits a full grace period of its own
@@ -164,7 +166,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.
 	}
 	// Activation calls are answered only once the status records the wake,
 	// so a caller that sees the answer also sees lastScaledUpTime.
-	if err := r.answerWake(ctx, es, o, fx); err != nil {
+	if err := r.wakes.Answer(ctx, r.client, es, wakeOutcome(o, fx)); err != nil {
 		return ctrl.Result{}, err
 	}
 	setModeMetric(es.Namespace, es.Name, p.mode)
@@ -172,6 +174,16 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.
 		return ctrl.Result{RequeueAfter: soon}, nil
 	}
 	return ctrl.Result{RequeueAfter: p.requeueAfter}, nil
+}
+
+// wakeOutcome is what the activation calls waiting on this reconcile are
+// answered: the replicas a wake gave the target, or, when a wake was asked
+// for and the target cannot be read, why.
+func wakeOutcome(o observed, fx effects) wakecalls.Outcome {
+	return wakecalls.Outcome{
+		Woke: fx.woke, Replicas: fx.replicas,
+		CannotWake: o.wakeRequested && !o.targetFound, TargetErr: o.targetErr,
+	}
 }
 
 // execute carries a plan out in the order of docs/architecture.md, "The

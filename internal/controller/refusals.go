@@ -19,6 +19,7 @@ import (
 	"elasti.dev/elasti/internal/contract"
 	"elasti.dev/elasti/internal/controller/fallback"
 	"elasti.dev/elasti/internal/controller/ledger"
+	"elasti.dev/elasti/internal/controller/targets"
 	"elasti.dev/elasti/internal/scaling"
 )
 
@@ -159,7 +160,7 @@ func labelsOrNone(m map[string]string) string {
 // polling an unchanged target costs no API read.
 type podTemplates struct {
 	live    client.Reader
-	targets *targetWatches
+	targets *targets.Watches
 
 	mu   sync.Mutex
 	seen map[templateKey]templateLabels
@@ -203,7 +204,7 @@ func (p *podTemplates) read(ctx context.Context, namespace string, ref elastiv1a
 		return templateLabels{}, false
 	}
 	key := templateKey{namespace, ref}
-	rv := p.targets.resourceVersion(ctx, namespace, ref)
+	rv := p.targets.ResourceVersion(ctx, namespace, ref)
 	p.mu.Lock()
 	prev, ok := p.seen[key]
 	p.mu.Unlock()
@@ -257,9 +258,9 @@ func (r *Reconciler) rival(ctx context.Context, es *elastiv1alpha1.ElastiService
 		return nil, "", fmt.Errorf("list ElastiServices of Service %s/%s: %w", es.Namespace, es.Spec.Service, err)
 	}
 	found = append(found, byService.Items...)
-	if keys := targetIndex(es); len(keys) == 1 {
+	if keys := targets.IndexValues(es); len(keys) == 1 {
 		byTarget := &elastiv1alpha1.ElastiServiceList{}
-		if err := r.client.List(ctx, byTarget, client.InNamespace(es.Namespace), client.MatchingFields{indexTarget: keys[0]}); err != nil {
+		if err := r.client.List(ctx, byTarget, client.InNamespace(es.Namespace), client.MatchingFields{targets.Index: keys[0]}); err != nil {
 			return nil, "", fmt.Errorf("list ElastiServices of target %s: %w", keys[0], err)
 		}
 		found = append(found, byTarget.Items...)
@@ -304,7 +305,7 @@ func (r *Reconciler) standDown(ctx context.Context, es *elastiv1alpha1.ElastiSer
 	}
 	r.ports.Release(key)
 	r.grace.Delete(key)
-	r.wakes.complete(key, 0, fmt.Errorf("ElastiService %s stands down: %s manages the same %s", key, rival.Name, claimedWhat(reason)))
+	r.wakes.Complete(key, 0, fmt.Errorf("ElastiService %s stands down: %s manages the same %s", key, rival.Name, claimedWhat(reason)))
 	if prev, had := es.Annotations[contract.AnnotationScaleTarget]; had {
 		if old, ok := decodeTarget(prev); ok && !sameTarget(old, rival.Spec.ScaleTargetRef) {
 			if _, _, err := r.restoreTarget(ctx, es, old); err != nil {
@@ -366,5 +367,5 @@ func sameTarget(a, b elastiv1alpha1.ScaleTargetRef) bool {
 	if erra != nil || errb != nil {
 		return a == b
 	}
-	return targetKey(ga.Group, ga.Kind, a.Name) == targetKey(gb.Group, gb.Kind, b.Name)
+	return targets.Key(ga.Group, ga.Kind, a.Name) == targets.Key(gb.Group, gb.Kind, b.Name)
 }

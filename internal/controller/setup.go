@@ -5,16 +5,13 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"reflect"
-	"time"
 
 	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/selection"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/clock"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -25,7 +22,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
-	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	elastiv1alpha1 "elasti.dev/elasti/api/v1alpha1"
@@ -33,6 +29,8 @@ import (
 	"elasti.dev/elasti/internal/controller/fallback"
 	"elasti.dev/elasti/internal/controller/hpacustody"
 	"elasti.dev/elasti/internal/controller/ports"
+	"elasti.dev/elasti/internal/controller/targets"
+	"elasti.dev/elasti/internal/controller/wakecalls"
 	"elasti.dev/elasti/internal/scaling"
 )
 
@@ -53,7 +51,7 @@ type Deps struct {
 
 // Setup builds the reconciler, registers its indexes and watches with the
 // manager, and returns the Waker the activation server uses.
-func Setup(ctx context.Context, mgr ctrl.Manager, cfg Config, deps Deps) (*Waker, error) {
+func Setup(ctx context.Context, mgr ctrl.Manager, cfg Config, deps Deps) (*wakecalls.Waker, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
@@ -84,7 +82,7 @@ func Setup(ctx context.Context, mgr ctrl.Manager, cfg Config, deps Deps) (*Waker
 	idx := mgr.GetFieldIndexer()
 	for name, fn := range map[string]client.IndexerFunc{
 		indexService:             func(o client.Object) []string { return []string{o.(*elastiv1alpha1.ElastiService).Spec.Service} },
-		indexTarget:              targetIndex,
+		targets.Index:            targets.IndexValues,
 		ports.IndexResolverPorts: ports.ResolverPortsIndex,
 		indexMode:                func(o client.Object) []string { return []string{string(o.(*elastiv1alpha1.ElastiService).Status.Mode)} },
 		hpacustody.IndexHPA:      hpacustody.Index,
@@ -108,22 +106,23 @@ func Setup(ctx context.Context, mgr ctrl.Manager, cfg Config, deps Deps) (*Waker
 			Quarantine: cfg.PortQuarantine, Clock: timers, InUse: ports.CacheInUse(mgr.GetClient()), RandN: rand.IntN,
 			Reserved: func(n int) { resolverPortsAllocated.Set(float64(n)) },
 		}),
-		wakes: newWakeRequests(),
+		wakes: wakecalls.NewRequests(),
 	}
+	m := mappers{client: mgr.GetClient()}
 	c, err := ctrl.NewControllerManagedBy(mgr).
 		Named("elastiservice").
 		For(&elastiv1alpha1.ElastiService{}, builder.WithPredicates(elastiServiceChanged())).
 		// An ElastiService that stands down for an older one (refusals.go)
 		// acts again when that one goes or names something else.
-		Watches(&elastiv1alpha1.ElastiService{}, handler.EnqueueRequestsFromMapFunc(r.forRivals), builder.WithPredicates(claimChanged())).
-		Watches(&corev1.Service{}, handler.EnqueueRequestsFromMapFunc(r.forService), builder.WithPredicates(serviceSpecChanged())).
-		Watches(&discoveryv1.EndpointSlice{}, handler.EnqueueRequestsFromMapFunc(r.forSlice), builder.WithPredicates(sliceReadinessChanged())).
-		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(r.forResolverPod), builder.WithPredicates(resolverPodChanged())).
+		Watches(&elastiv1alpha1.ElastiService{}, handler.EnqueueRequestsFromMapFunc(m.forRivals), builder.WithPredicates(claimChanged())).
+		Watches(&corev1.Service{}, handler.EnqueueRequestsFromMapFunc(m.forService), builder.WithPredicates(serviceSpecChanged())).
+		Watches(&discoveryv1.EndpointSlice{}, handler.EnqueueRequestsFromMapFunc(m.forSlice), builder.WithPredicates(sliceReadinessChanged())).
+		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(m.forResolverPod), builder.WithPredicates(resolverPodChanged())).
 		// An HPA whose floor Elasti holds (package hpacustody): a floor set
 		// back to 0 is raised again at once, and its readings count when
 		// they change.
 		Watches(&autoscalingv2.HorizontalPodAutoscaler{}, handler.EnqueueRequestsFromMapFunc(r.hpas.Map), builder.WithPredicates(hpacustody.Changed())).
-		WatchesRawSource(source.Channel(r.wakes.events, &handler.EnqueueRequestForObject{})).
+		WatchesRawSource(source.Channel(r.wakes.Events(), &handler.EnqueueRequestForObject{})).
 		// ElastiServices waiting for a resolver port, when one frees up.
 		WatchesRawSource(source.Channel(r.ports.Events(), &handler.EnqueueRequestForObject{})).
 		WithOptions(controller.Options{
@@ -152,15 +151,15 @@ func Setup(ctx context.Context, mgr ctrl.Manager, cfg Config, deps Deps) (*Waker
 	if _, err := esInformer.AddEventHandler(r.ports.StatusHandler()); err != nil {
 		return nil, fmt.Errorf("follow the ElastiServices' resolver ports: %w", err)
 	}
-	r.targets = &targetWatches{
-		cache: mgr.GetCache(), ctrl: c, enqueue: r.forTarget, live: live, clock: cfg.Clock,
-		namespaced: len(cfg.WatchNamespaces) > 0, watched: map[schema.GroupVersionKind]time.Time{},
+	r.targets = &targets.Watches{
+		Cache: mgr.GetCache(), Controller: c, Enqueue: m.forTarget, Live: live, Clock: cfg.Clock,
+		Namespaced: len(cfg.WatchNamespaces) > 0,
 	}
 	r.templates = &podTemplates{live: live, targets: r.targets}
 	r.live = live
 	r.fallback = &fallback.Tracker{Services: r.client, SlicesReady: ownSlicesReady, Targets: r.templates, Events: live,
 		Status: r.client, Recorder: r.recorder}
-	return &Waker{Reader: live, Cache: mgr.GetCache(), Writer: mgr.GetClient(), Elected: mgr.Elected(), Timeout: cfg.WakeTimeout, wakes: r.wakes}, nil
+	return &wakecalls.Waker{Reader: live, Cache: mgr.GetCache(), Writer: mgr.GetClient(), Elected: mgr.Elected(), Timeout: cfg.WakeTimeout, Requests: r.wakes}, nil
 }
 
 // CacheOptions keeps the manager's caches to what the reconciler reads:
@@ -313,76 +312,4 @@ func resolverPodChanged() predicate.Predicate {
 		return podReady(o) != podReady(n) || !reflect.DeepEqual(o.Status.PodIPs, n.Status.PodIPs) ||
 			o.Status.PodIP != n.Status.PodIP || (o.DeletionTimestamp == nil) != (n.DeletionTimestamp == nil)
 	}}
-}
-
-func (r *Reconciler) forService(ctx context.Context, obj client.Object) []reconcile.Request {
-	return r.byIndex(ctx, obj.GetNamespace(), indexService, obj.GetName())
-}
-
-// forRivals maps an ElastiService to the others that name its Service or
-// its target, old spec and new (the handler maps both objects of an update).
-func (r *Reconciler) forRivals(ctx context.Context, obj client.Object) []reconcile.Request {
-	es, ok := obj.(*elastiv1alpha1.ElastiService)
-	if !ok {
-		return nil
-	}
-	out := r.byIndex(ctx, es.Namespace, indexService, es.Spec.Service)
-	if keys := targetIndex(es); len(keys) == 1 {
-		out = append(out, r.byIndex(ctx, es.Namespace, indexTarget, keys[0])...)
-	}
-	self := client.ObjectKeyFromObject(es)
-	kept := out[:0]
-	for _, req := range out {
-		if req.NamespacedName != self {
-			kept = append(kept, req)
-		}
-	}
-	return kept
-}
-
-func (r *Reconciler) forSlice(ctx context.Context, obj client.Object) []reconcile.Request {
-	if obj.GetLabels()[contract.LabelManagedBy] == contract.ManagedBy {
-		var out []reconcile.Request
-		for _, o := range obj.GetOwnerReferences() {
-			if o.Kind == "ElastiService" {
-				out = append(out, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: obj.GetNamespace(), Name: o.Name}})
-			}
-		}
-		return out
-	}
-	svc := obj.GetLabels()[discoveryv1.LabelServiceName]
-	if svc == "" {
-		return nil
-	}
-	return r.byIndex(ctx, obj.GetNamespace(), indexService, svc)
-}
-
-// forResolverPod wakes up the ElastiServices whose proxy slice lists
-// resolvers; those in serve mode look at resolvers when they next need them.
-func (r *Reconciler) forResolverPod(ctx context.Context, _ client.Object) []reconcile.Request {
-	return r.byIndex(ctx, "", indexMode, string(elastiv1alpha1.ModeProxy))
-}
-
-// forTarget maps a target of one kind to the ElastiServices naming it.
-func (r *Reconciler) forTarget(gvk schema.GroupVersionKind) func(context.Context, *metav1.PartialObjectMetadata) []reconcile.Request {
-	return func(ctx context.Context, obj *metav1.PartialObjectMetadata) []reconcile.Request {
-		return r.byIndex(ctx, obj.GetNamespace(), indexTarget, targetKey(gvk.Group, gvk.Kind, obj.GetName()))
-	}
-}
-
-func (r *Reconciler) byIndex(ctx context.Context, namespace, index, value string) []reconcile.Request {
-	list := &elastiv1alpha1.ElastiServiceList{}
-	opts := []client.ListOption{client.MatchingFields{index: value}}
-	if namespace != "" {
-		opts = append(opts, client.InNamespace(namespace))
-	}
-	if err := r.client.List(ctx, list, opts...); err != nil {
-		ctrl.LoggerFrom(ctx).Error(err, "map an event to ElastiServices", "index", index, "value", value)
-		return nil
-	}
-	out := make([]reconcile.Request, 0, len(list.Items))
-	for i := range list.Items {
-		out = append(out, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&list.Items[i])})
-	}
-	return out
 }

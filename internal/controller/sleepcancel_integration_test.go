@@ -17,6 +17,7 @@ import (
 
 	elastiv1alpha1 "elasti.dev/elasti/api/v1alpha1"
 	"elasti.dev/elasti/internal/contract"
+	"elasti.dev/elasti/internal/controller/wakecalls"
 	"elasti.dev/elasti/internal/scaling"
 	"elasti.dev/elasti/internal/testenv/estest"
 )
@@ -128,7 +129,7 @@ func TestForwardedTrafficCancelsSleepAndAWakeDoesNot(t *testing.T) {
 	setOwnSlice(t, op.ns, "api", true)
 	// A 3s cooldown leaves the time to see serve between the scale-downs.
 	createES(t, op.ns, "api", "api", "api", withGracePeriod("30s"), estest.Cooldown(3))
-	follower := &Waker{Reader: k8s, Writer: k8s, Elected: make(chan struct{})} // never elected
+	follower := &wakecalls.Waker{Reader: k8s, Writer: k8s, Elected: make(chan struct{})} // never elected
 	url := startActivationServer(t, op.resolverNS, follower)
 	token := serviceAccountToken(t, op.resolverNS, "elasti-resolver")
 

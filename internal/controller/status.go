@@ -40,12 +40,6 @@ const (
 	ReasonKeepAwake           = "KeepAwake"
 	ReasonEvaluated           = "Evaluated"
 	ReasonInvalidEnabledRange = "InvalidEnabledPeriod"
-	// ReasonTargetWatchForbidden: the operator may not list or watch the
-	// target's kind.
-	ReasonTargetWatchForbidden = "TargetWatchForbidden"
-	// ReasonTargetWatchNotSynced: the target kind's watch does not sync
-	// for another reason.
-	ReasonTargetWatchNotSynced = "TargetWatchNotSynced"
 	// ReasonEndpointReady and ReasonNoReadyEndpoint are TargetReady's.
 	ReasonEndpointReady   = "EndpointReady"
 	ReasonNoReadyEndpoint = "NoReadyEndpoint"

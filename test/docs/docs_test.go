@@ -117,7 +117,7 @@ func TestTroubleshootingCoversEveryReason(t *testing.T) {
 	events := read(t, "internal/controller/events.go")
 	used := strings.Join(func() []string {
 		var s []string
-		for _, f := range []string{"reconciler.go", "wake.go", "modes.go", "status.go"} {
+		for _, f := range []string{"reconciler.go", "modes.go", "status.go"} {
 			if b, err := os.ReadFile(filepath.Join(repoRoot, "internal/controller", f)); err == nil {
 				s = append(s, string(b))
 			}

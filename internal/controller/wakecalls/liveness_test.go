@@ -1,4 +1,4 @@
-package controller
+package wakecalls
 
 import (
 	"context"
@@ -16,14 +16,14 @@ import (
 // next call enqueues a wake of its own, which a reconcile then answers.
 func TestTimedOutWakeIsForgotten(t *testing.T) {
 	key := types.NamespacedName{Namespace: "ns", Name: "web"}
-	w := &wakeRequests{pending: map[types.NamespacedName]*wakeCall{}, events: make(chan event.GenericEvent, 1)}
+	w := &Requests{pending: map[types.NamespacedName]*wakeCall{}, events: make(chan event.GenericEvent, 1)}
 	w.events <- event.GenericEvent{} // the channel is full
-	waker := &Waker{wakes: w, Timeout: 200 * time.Millisecond}
+	waker := &Waker{Requests: w, Timeout: 200 * time.Millisecond}
 
 	first := make(chan error, 1)
 	go func() { _, err := waker.wakeAsLeader(context.Background(), key); first <- err }()
 	// A call that joins the pending wake while it cannot be enqueued.
-	for !w.isPending(key) {
+	for !w.Pending(key) {
 		time.Sleep(time.Millisecond)
 	}
 	joined := make(chan error, 1)
@@ -37,7 +37,7 @@ func TestTimedOutWakeIsForgotten(t *testing.T) {
 	if err := <-joined; err == nil {
 		t.Fatal("the joined call succeeded, yet no reconcile ran")
 	}
-	if w.isPending(key) {
+	if w.Pending(key) {
 		t.Fatal("the timed-out wake is still pending")
 	}
 
@@ -52,7 +52,7 @@ func TestTimedOutWakeIsForgotten(t *testing.T) {
 	}()
 	select {
 	case <-w.events: // enqueued afresh; the reconcile answers
-		w.complete(key, 2, nil)
+		w.Complete(key, 2, nil)
 	case <-time.After(time.Second):
 		t.Fatal("the next call joined the dead wake instead of enqueueing its own")
 	}

@@ -1,9 +1,8 @@
-package controller
+package wakecalls
 
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -13,125 +12,11 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/event"
 
 	elastiv1alpha1 "elasti.dev/elasti/api/v1alpha1"
 	"elasti.dev/elasti/internal/activation"
 	"elasti.dev/elasti/internal/contract"
 )
-
-// wakeCall is one pending wake of one ElastiService; every activation call
-// that arrives while it is pending waits on the same call.
-type wakeCall struct {
-	done     chan struct{}
-	replicas int32
-	err      error
-}
-
-// wakeRequests hands activation calls to the reconciler. The reconcile of
-// the ElastiService performs the wake, so activation and reconcile never race:
-// the work queue runs one reconcile per object at a time.
-type wakeRequests struct {
-	mu      sync.Mutex
-	pending map[types.NamespacedName]*wakeCall
-	events  chan event.GenericEvent
-}
-
-func newWakeRequests() *wakeRequests {
-	return &wakeRequests{pending: map[types.NamespacedName]*wakeCall{}, events: make(chan event.GenericEvent, 1024)}
-}
-
-// request registers a wake (or joins the pending one) and enqueues the
-// object. A wake that cannot be enqueued before ctx ends is forgotten, and
-// the calls that joined it get the error: no reconcile is coming for it, so
-// nothing else would answer them, and the next call starts afresh. Each
-// call is counted as started or joined once it is registered.
-func (w *wakeRequests) request(ctx context.Context, key types.NamespacedName) (*wakeCall, error) {
-	w.mu.Lock()
-	call, ok := w.pending[key]
-	if !ok {
-		call = &wakeCall{done: make(chan struct{})}
-		w.pending[key] = call
-	}
-	w.mu.Unlock()
-	if ok {
-		wakeRequestCount.WithLabelValues(key.Namespace, key.Name, wakeJoined).Inc()
-		return call, nil
-	}
-	wakeRequestCount.WithLabelValues(key.Namespace, key.Name, wakeStarted).Inc()
-	es := &elastiv1alpha1.ElastiService{ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name}}
-	select {
-	case w.events <- event.GenericEvent{Object: es}:
-		return call, nil
-	case <-ctx.Done():
-		err := fmt.Errorf("enqueue wake of %s: %w", key, ctx.Err())
-		if !w.abandon(key, call, err) {
-			// A reconcile saw the wake pending and completed it.
-			return call, nil
-		}
-		return nil, err
-	}
-}
-
-// abandon forgets call, if it is still key's pending wake, and answers its
-// callers with err. It reports false when call was completed already.
-func (w *wakeRequests) abandon(key types.NamespacedName, call *wakeCall, err error) bool {
-	w.mu.Lock()
-	if w.pending[key] != call {
-		w.mu.Unlock()
-		return false
-	}
-	delete(w.pending, key)
-	w.mu.Unlock()
-	call.err = err
-	close(call.done)
-	return true
-}
-
-func (w *wakeRequests) isPending(key types.NamespacedName) bool {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	_, ok := w.pending[key]
-	return ok
-}
-
-// complete answers every caller waiting on key.
-func (w *wakeRequests) complete(key types.NamespacedName, replicas int32, err error) {
-	w.mu.Lock()
-	call, ok := w.pending[key]
-	delete(w.pending, key)
-	w.mu.Unlock()
-	if ok {
-		call.replicas, call.err = replicas, err
-		close(call.done)
-	}
-}
-
-// errCannotWake answers activation calls for a target that cannot be read:
-// waiting for it would only run into the wake timeout.
-var errCannotWake = errors.New("the scale target cannot be woken")
-
-// answerWake answers the activation calls waiting on this reconcile, and
-// removes the wake-now annotation: left in place, it would read as a new
-// wake request on every later reconcile and keep the target from sleeping.
-func (r *Reconciler) answerWake(ctx context.Context, es *elastiv1alpha1.ElastiService, o observed, fx effects) error {
-	key := client.ObjectKeyFromObject(es)
-	switch {
-	case fx.woke:
-		r.wakes.complete(key, fx.replicas, nil)
-	case o.wakeRequested && !o.targetFound:
-		r.wakes.complete(key, 0, fmt.Errorf("%w: %s", errCannotWake, o.targetErr))
-	}
-	if _, ok := es.Annotations[contract.AnnotationWakeNow]; !ok {
-		return nil
-	}
-	orig := es.DeepCopy()
-	delete(es.Annotations, contract.AnnotationWakeNow)
-	if err := r.client.Patch(ctx, es, client.MergeFrom(orig)); err != nil {
-		return fmt.Errorf("remove annotation %s from ElastiService %s/%s: %w", contract.AnnotationWakeNow, es.Namespace, es.Name, err)
-	}
-	return nil
-}
 
 // Waker turns authenticated activation calls into wakes. On the elected
 // leader the call is handed to the reconciler, which acts at once; on any
@@ -151,8 +36,10 @@ type Waker struct {
 	Elected <-chan struct{}
 	// Timeout bounds how long a call waits for the leader's wake.
 	Timeout time.Duration
+	// Requests hands calls to the reconciler on the leader. Without it
+	// every call is forwarded through the annotation, as on a follower.
+	Requests *Requests
 
-	wakes *wakeRequests
 	// forwarding deduplicates annotation writes on a non-leader.
 	mu         sync.Mutex
 	forwarding map[types.NamespacedName]*wakeCall
@@ -175,7 +62,7 @@ func (w *Waker) Wake(ctx context.Context, key types.NamespacedName) (activation.
 		// Deleting restores the target anyway.
 		return activation.WakeResult{Found: true, Replicas: es.Spec.MinTargetReplicas}, nil
 	}
-	if w.leading() && w.wakes != nil {
+	if w.leading() && w.Requests != nil {
 		return w.wakeAsLeader(ctx, key)
 	}
 	return w.forward(ctx, es)
@@ -206,7 +93,7 @@ func (w *Waker) leading() bool {
 func (w *Waker) wakeAsLeader(ctx context.Context, key types.NamespacedName) (activation.WakeResult, error) {
 	ctx, cancel := context.WithTimeout(ctx, w.timeout())
 	defer cancel()
-	call, err := w.wakes.request(ctx, key)
+	call, err := w.Requests.request(ctx, key)
 	if err != nil {
 		activations.WithLabelValues(key.Namespace, key.Name, "error").Inc()
 		return activation.WakeResult{}, err
@@ -274,9 +161,10 @@ func (w *Waker) timeout() time.Duration {
 // period cancels the sleep, and is recorded as such (observed.trafficSeen).
 const wakeNowByActivation = "activation "
 
-// forwardedActivation reports whether annotations carry an activation call
-// that a follower handed to the leader.
-func forwardedActivation(annotations map[string]string) bool {
+// Forwarded reports whether annotations carry an activation call that a
+// follower handed to the leader: the leader reads it as traffic a resolver
+// saw, where a wake-now set by hand is not.
+func Forwarded(annotations map[string]string) bool {
 	v, ok := annotations[contract.AnnotationWakeNow]
 	return ok && strings.HasPrefix(v, wakeNowByActivation)
 }
