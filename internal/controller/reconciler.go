@@ -72,8 +72,8 @@ var _ reconcile.Reconciler = (*Reconciler)(nil)
 
 // soon is how soon a reconcile that ended early runs again: one whose write
 // met a newer version of the object, or one that recorded the proxy ports
-// ahead of the rest of its plan (recordProxyPorts). Long enough for the
-// cache to see the write.
+// when its plan was the scale to zero (recordProxyPorts). Long enough for
+// the cache to see the write.
 const soon = 100 * time.Millisecond
 
 // Reconcile brings one ElastiService's world in line with its spec.
@@ -156,6 +156,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.
 	if fx.woke {
 		r.fallback.Woke(req.NamespacedName)
 	}
+	// A reconcile writes the status once: one that recorded the proxy ports
+	// (recordProxyPorts) wrote what it planned, and did nothing since that
+	// the status would show.
 	if !fx.recorded {
 		if err := r.writeStatus(ctx, es, o, p, fx); err != nil {
 			return ctrl.Result{}, err
@@ -170,7 +173,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.
 		return ctrl.Result{}, err
 	}
 	setModeMetric(es.Namespace, es.Name, p.mode)
-	if fx.recorded {
+	if fx.recorded && p.sleep {
 		return ctrl.Result{RequeueAfter: soon}, nil
 	}
 	return ctrl.Result{RequeueAfter: p.requeueAfter}, nil
@@ -226,16 +229,12 @@ func (r *Reconciler) execute(ctx context.Context, es *elastiv1alpha1.ElastiServi
 	if len(want) > 0 {
 		// The allocation is durable before a slice uses it, so that a
 		// leader elected after a crash here sees these ports as taken.
-		// That write is this reconcile's one status write: the rest of the
-		// plan waits for the next reconcile.
+		// That write is this reconcile's one status write.
 		recorded, err := r.recordProxyPorts(ctx, es, o, p, fx)
 		if err != nil {
 			return fx, err
 		}
-		if recorded {
-			fx.recorded = true
-			return fx, nil
-		}
+		fx.recorded = recorded
 	}
 	if err := r.ensureSlices(ctx, es, want); err != nil {
 		return fx, err
@@ -246,6 +245,11 @@ func (r *Reconciler) execute(ctx context.Context, es *elastiv1alpha1.ElastiServi
 		log.Info("no ready resolvers: proxy slice removed, target kept awake")
 		r.recorder.Eventf(es, nil, corev1.EventTypeWarning, EventResolversGone, "FailOpen",
 			"no ready resolver in %s: removed the proxy EndpointSlice and kept %s %s awake", r.cfg.ResolverNamespace, es.Spec.ScaleTargetRef.Kind, es.Spec.ScaleTargetRef.Name)
+	}
+	if fx.recorded && p.sleep {
+		// The status records the grace period as still running: the scale
+		// to zero, and the status that says so, are the next reconcile's.
+		return fx, nil
 	}
 	key := client.ObjectKeyFromObject(es)
 	switch {

@@ -54,7 +54,7 @@ type effects struct {
 	// this many replicas since observe read it, and left it there.
 	raised int32
 	// recorded: the reconcile wrote the status to record the proxy ports
-	// ahead of the proxy slice, and ended there (recordProxyPorts).
+	// ahead of the proxy slice (recordProxyPorts), and writes it no more.
 	recorded bool
 }
 
@@ -246,11 +246,11 @@ func (r *Reconciler) writeStatus(ctx context.Context, es *elastiv1alpha1.ElastiS
 // progress.
 //
 // A reconcile writes the status once (docs/architecture.md, "One
-// reconcile"): after this write it ends, and the next one, soon after,
-// carries out the rest of the plan from the recorded status. A scale-down
-// planned now has not happened yet, so it is recorded as still in its grace
-// period (ScalingDown), which is the phase the next reconcile finishes it
-// from.
+// reconcile"), and this write is the one of its reconcile: the proxy slice
+// and the grace timer follow, and nothing the status shows changes after
+// them, except a scale to zero. That waits for the next reconcile, soon
+// after, so a scale-down planned now is recorded as still in its grace
+// period (ScalingDown), the phase the next reconcile finishes it from.
 func (r *Reconciler) recordProxyPorts(ctx context.Context, es *elastiv1alpha1.ElastiService, o observed, p plan, fx effects) (bool, error) {
 	if equality.Semantic.DeepEqual(es.Status.ProxyPorts, o.ports) && es.Status.Mode == elastiv1alpha1.ModeProxy {
 		return false, nil
