@@ -15,6 +15,7 @@ import (
 
 	elastiv1alpha1 "elasti.dev/elasti/api/v1alpha1"
 	"elasti.dev/elasti/internal/contract"
+	"elasti.dev/elasti/internal/controller/proxyslices"
 	"elasti.dev/elasti/internal/controller/wakeprogress"
 )
 
@@ -150,7 +151,7 @@ func (r *Reconciler) observeFallback(ctx context.Context, es *elastiv1alpha1.Ela
 			client.MatchingLabels{discoveryv1.LabelServiceName: p.Fallback.Service}); err != nil {
 			return f, fmt.Errorf("list EndpointSlices of fallback Service %s/%s: %w", es.Namespace, p.Fallback.Service, err)
 		}
-		f.ready = ownSlicesReady(slices.Items)
+		f.ready = proxyslices.OwnReady(slices.Items)
 	case apierrors.IsNotFound(err):
 	default:
 		return f, fmt.Errorf("get fallback Service %s/%s: %w", es.Namespace, p.Fallback.Service, err)

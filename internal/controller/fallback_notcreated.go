@@ -51,7 +51,7 @@ var failureConditionKinds = map[schema.GroupKind]bool{
 
 // targetCreation is what the target's own object says of its pods'
 // creation. podTemplates keeps it with the pod template it reads from the
-// same object (refusals.go), so that it costs no read of its own.
+// same object (templates.go), so that it costs no read of its own.
 type targetCreation struct {
 	uid types.UID
 	// failure is the ReplicaFailure=True condition; nil when there is none.

@@ -31,6 +31,7 @@ import (
 	elastiv1alpha1 "elasti.dev/elasti/api/v1alpha1"
 	"elasti.dev/elasti/internal/contract"
 	"elasti.dev/elasti/internal/controller/ports"
+	"elasti.dev/elasti/internal/controller/proxyslices"
 	"elasti.dev/elasti/internal/scaling"
 )
 
@@ -110,7 +111,7 @@ func Setup(ctx context.Context, mgr ctrl.Manager, cfg Config, deps Deps) (*Waker
 	c, err := ctrl.NewControllerManagedBy(mgr).
 		Named("elastiservice").
 		For(&elastiv1alpha1.ElastiService{}, builder.WithPredicates(elastiServiceChanged())).
-		// An ElastiService that stands down for an older one (refusals.go)
+		// An ElastiService that stands down for an older one (standdown.go)
 		// acts again when that one goes or names something else.
 		Watches(&elastiv1alpha1.ElastiService{}, handler.EnqueueRequestsFromMapFunc(r.forRivals), builder.WithPredicates(claimChanged())).
 		Watches(&corev1.Service{}, handler.EnqueueRequestsFromMapFunc(r.forService), builder.WithPredicates(serviceSpecChanged())).
@@ -221,7 +222,7 @@ func trimEndpointSlice(obj any) (any, error) {
 	}
 	out := &discoveryv1.EndpointSlice{TypeMeta: s.TypeMeta, ObjectMeta: trimMeta(s.ObjectMeta), AddressType: s.AddressType}
 	for _, ep := range s.Endpoints {
-		if endpointReady(ep) {
+		if proxyslices.EndpointReady(ep) {
 			out.Endpoints = []discoveryv1.Endpoint{{Addresses: ep.Addresses, Conditions: ep.Conditions}}
 			break
 		}
@@ -230,7 +231,7 @@ func trimEndpointSlice(obj any) (any, error) {
 }
 
 // trimService keeps the ports and what decides whether Elasti can hold the
-// Service's traffic (serviceRefusal, familyRefusal, selectorRefusal).
+// Service's traffic (package refusals).
 func trimService(obj any) (any, error) {
 	s, ok := obj.(*corev1.Service)
 	if !ok {
@@ -304,7 +305,7 @@ func resolverPodChanged() predicate.Predicate {
 		if !ok1 || !ok2 {
 			return true
 		}
-		return podReady(o) != podReady(n) || !reflect.DeepEqual(o.Status.PodIPs, n.Status.PodIPs) ||
+		return proxyslices.PodReady(o) != proxyslices.PodReady(n) || !reflect.DeepEqual(o.Status.PodIPs, n.Status.PodIPs) ||
 			o.Status.PodIP != n.Status.PodIP || (o.DeletionTimestamp == nil) != (n.DeletionTimestamp == nil)
 	}}
 }

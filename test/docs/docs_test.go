@@ -106,6 +106,8 @@ func TestConfigurationDocumentsEveryValue(t *testing.T) {
 func TestTroubleshootingCoversEveryReason(t *testing.T) {
 	reasonRe := regexp.MustCompile(`(?m)^\s*Reason[A-Za-z]+\s*=\s*"([A-Za-z]+)"`)
 	reasons := findAll(t, "internal/controller/*.go", reasonRe)
+	// Reasons of a concern's own package (internal/controller/refusals).
+	reasons = append(reasons, findAll(t, "internal/controller/*/*.go", reasonRe)...)
 	reasons = append(reasons, findAll(t, "internal/scaling/*.go", reasonRe)...)
 	reasons = append(reasons, findAll(t, "internal/contract/*.go", reasonRe)...) // the Active reasons
 	requireMentioned(t, "docs/troubleshooting.md", "condition reason", reasons, "`NAME`")
