@@ -15,6 +15,7 @@ import (
 
 	elastiv1alpha1 "elasti.dev/elasti/api/v1alpha1"
 	"elasti.dev/elasti/internal/contract"
+	"elasti.dev/elasti/internal/controller/proxyslices"
 )
 
 // errGone answers the activation calls still waiting on an ElastiService
@@ -54,7 +55,7 @@ func (r *Reconciler) finalize(ctx context.Context, es *elastiv1alpha1.ElastiServ
 	log := ctrl.LoggerFrom(ctx)
 	// An ElastiService that stood down for an older one sharing its
 	// target leaves that target, and its KEDA pause, to the older one.
-	rival, _, err := r.rival(ctx, es)
+	rival, _, err := findRival(ctx, r.client, es)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
@@ -101,7 +102,7 @@ func (r *Reconciler) finalize(ctx context.Context, es *elastiv1alpha1.ElastiServ
 // release removes the proxy slices and the finalizer of a deleted
 // ElastiService and forgets it.
 func (r *Reconciler) release(ctx context.Context, es *elastiv1alpha1.ElastiService) (ctrl.Result, error) {
-	if err := r.ensureSlices(ctx, es, nil); err != nil {
+	if err := proxyslices.Remove(ctx, r.client, es); err != nil {
 		return ctrl.Result{}, err
 	}
 	orig := es.DeepCopy()
@@ -141,7 +142,7 @@ type release struct {
 // that still exists needs the rest.
 func (r *Reconciler) observeRelease(ctx context.Context, es *elastiv1alpha1.ElastiService, replicas int32, targetFound bool) (release, error) {
 	s := release{now: r.clock.Now(), deadline: es.DeletionTimestamp.Add(releaseWait(es)), replicas: replicas, targetFound: targetFound}
-	owned, err := r.ownedProxySlices(ctx, es)
+	owned, err := proxyslices.Owned(ctx, r.client, es)
 	if err != nil || len(owned) == 0 {
 		return s, err
 	}
@@ -152,12 +153,12 @@ func (r *Reconciler) observeRelease(ctx context.Context, es *elastiv1alpha1.Elas
 	case !apierrors.IsNotFound(err):
 		return s, fmt.Errorf("get Service %s/%s: %w", es.Namespace, es.Spec.Service, err)
 	}
-	resolvers, err := r.readyResolvers(ctx)
+	resolvers, err := proxyslices.ListResolvers(ctx, r.client, r.cfg.ResolverNamespace)
 	if err != nil {
 		return s, err
 	}
 	s.resolvers = len(resolvers)
-	s.ownReady, err = r.serviceHasReadyEndpoint(ctx, es)
+	s.ownReady, err = proxyslices.ServiceReady(ctx, r.client, es.Namespace, es.Spec.Service)
 	return s, err
 }
 

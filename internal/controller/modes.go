@@ -10,6 +10,7 @@ import (
 	"elasti.dev/elasti/internal/controller/fallback"
 	"elasti.dev/elasti/internal/controller/hpacustody"
 	"elasti.dev/elasti/internal/controller/ledger"
+	"elasti.dev/elasti/internal/controller/refusals"
 	"elasti.dev/elasti/internal/controller/wakeprogress"
 	"elasti.dev/elasti/internal/scaling"
 	"elasti.dev/elasti/internal/sleepgate"
@@ -92,9 +93,9 @@ type observed struct {
 	// cannot be watched; decide only needs to know that it cannot.
 	targetWatchReason, targetWatchErr string
 	// refusal says why the Service cannot be put in the data path
-	// (refusals.go). A refused Service is treated as one with nothing to
+	// (package refusals). A refused Service is treated as one with nothing to
 	// hold its traffic: never proxied, and its target kept awake.
-	refusal refusal
+	refusal refusals.Refusal
 
 	// preWarm is the spec.preWarm firing this reconcile acts on (zero when
 	// none); it is also counted in wakeRequested. preWarmNext is the next
@@ -170,7 +171,7 @@ func decide(o observed) plan {
 
 func transition(o observed) plan {
 	p := plan{slices: sliceDelete, mode: elastiv1alpha1.ModeServe, active: contract.ReasonServing}
-	canProxy := o.serviceFound && !o.refusal.refused() && o.portsErr == nil && len(o.ports) > 0 && o.resolvers > 0
+	canProxy := o.serviceFound && !o.refusal.Refused() && o.portsErr == nil && len(o.ports) > 0 && o.resolvers > 0
 
 	if !o.serviceFound || !o.targetFound {
 		// Nothing to route or nothing to scale: stay out of the data path.
@@ -296,7 +297,7 @@ func (o observed) graceOver() bool {
 // period, and never for a target that is to be woken or may not sleep now
 // anyway.
 func (o observed) needsTriggers() bool {
-	if !o.targetFound || o.replicas == 0 || o.wakeRequested || !o.sleep.Allowed() || o.refusal.refused() {
+	if !o.targetFound || o.replicas == 0 || o.wakeRequested || !o.sleep.Allowed() || o.refusal.Refused() {
 		return false
 	}
 	switch o.phase {

@@ -7,7 +7,6 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	discoveryv1 "k8s.io/api/discovery/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/types"
@@ -20,6 +19,8 @@ import (
 	"elasti.dev/elasti/internal/controller/hpacustody"
 	"elasti.dev/elasti/internal/controller/ledger"
 	"elasti.dev/elasti/internal/controller/ports"
+	"elasti.dev/elasti/internal/controller/proxyslices"
+	"elasti.dev/elasti/internal/controller/refusals"
 	"elasti.dev/elasti/internal/controller/wakecalls"
 	"elasti.dev/elasti/internal/controller/wakeprogress"
 	"elasti.dev/elasti/internal/keyed"
@@ -39,7 +40,7 @@ type listed struct {
 	// resolvers are the ready resolver pods, sorted by name; decide sees
 	// their count (observed.resolvers), execute builds the proxy slices
 	// from them.
-	resolvers []resolverEndpoint
+	resolvers []proxyslices.Resolver
 }
 
 // observe reads everything decide needs, and keeps in listed what the
@@ -73,7 +74,7 @@ func (r *Reconciler) observe(ctx context.Context, es *elastiv1alpha1.ElastiServi
 		o.serviceFound = true
 		// A Service whose shape cannot work is refused before it gets a
 		// port: it will never be in the data path.
-		if o.refusal = serviceRefusal(svc); o.refusal.refused() {
+		if o.refusal = refusals.Service(svc); o.refusal.Refused() {
 			r.ports.Release(key)
 			break
 		}
@@ -109,17 +110,17 @@ func (r *Reconciler) observe(ctx context.Context, es *elastiv1alpha1.ElastiServi
 		return o, l, err
 	}
 
-	if l.resolvers, err = r.readyResolvers(ctx); err != nil {
+	if l.resolvers, err = proxyslices.ListResolvers(ctx, r.client, r.cfg.ResolverNamespace); err != nil {
 		return o, l, err
 	}
 	o.resolvers = len(l.resolvers)
-	if o.serviceFound && !o.refusal.refused() {
-		o.refusal = familyRefusal(svc, l.resolvers)
+	if o.serviceFound && !o.refusal.Refused() {
+		o.refusal = refusals.Family(svc, l.resolvers)
 	}
-	if o.serviceFound && o.targetFound && !o.refusal.refused() {
-		o.refusal = selectorRefusal(svc, es.Spec.ScaleTargetRef, r.templates.labels(ctx, es.Namespace, es.Spec.ScaleTargetRef))
+	if o.serviceFound && o.targetFound && !o.refusal.Refused() {
+		o.refusal = refusals.Selector(svc, es.Spec.ScaleTargetRef, r.templates.labels(ctx, es.Namespace, es.Spec.ScaleTargetRef))
 	}
-	if o.ownReady, err = r.serviceHasReadyEndpoint(ctx, es); err != nil {
+	if o.ownReady, err = proxyslices.ServiceReady(ctx, r.client, es.Namespace, es.Spec.Service); err != nil {
 		return o, l, err
 	}
 	o.ledger = r.observeLedger(ctx, es, svc, o)
@@ -151,27 +152,6 @@ func (r *Reconciler) observe(ctx context.Context, es *elastiv1alpha1.ElastiServi
 		ctrl.LoggerFrom(ctx).V(1).Info("HPA metrics read", "hpa", hold.HPA.Name, "state", res.State, "value", res.Value, "reason", res.Reason)
 	}
 	return o, l, nil
-}
-
-// readyResolvers lists the ready resolver pods (see readyResolvers).
-func (r *Reconciler) readyResolvers(ctx context.Context) ([]resolverEndpoint, error) {
-	pods := &corev1.PodList{}
-	if err := r.client.List(ctx, pods, client.InNamespace(r.cfg.ResolverNamespace),
-		client.MatchingLabels{contract.LabelComponent: contract.ComponentResolver}); err != nil {
-		return nil, fmt.Errorf("list resolver pods in %s: %w", r.cfg.ResolverNamespace, err)
-	}
-	return readyResolvers(pods.Items), nil
-}
-
-// serviceHasReadyEndpoint reports whether the Service's own EndpointSlices
-// (not Elasti's) list a ready endpoint.
-func (r *Reconciler) serviceHasReadyEndpoint(ctx context.Context, es *elastiv1alpha1.ElastiService) (bool, error) {
-	slices := &discoveryv1.EndpointSliceList{}
-	if err := r.client.List(ctx, slices, client.InNamespace(es.Namespace),
-		client.MatchingLabels{discoveryv1.LabelServiceName: es.Spec.Service}); err != nil {
-		return false, fmt.Errorf("list EndpointSlices of Service %s/%s: %w", es.Namespace, es.Spec.Service, err)
-	}
-	return ownSlicesReady(slices.Items), nil
 }
 
 // wakeFromZero reports whether a wake is requested for a target this

@@ -19,6 +19,7 @@ import (
 	"elasti.dev/elasti/internal/controller/fallback"
 	"elasti.dev/elasti/internal/controller/hpacustody"
 	"elasti.dev/elasti/internal/controller/ports"
+	"elasti.dev/elasti/internal/controller/proxyslices"
 	"elasti.dev/elasti/internal/controller/targets"
 	"elasti.dev/elasti/internal/controller/wakecalls"
 	"elasti.dev/elasti/internal/keyed"
@@ -27,7 +28,7 @@ import (
 // Reconciler reconciles ElastiServices. One reconcile reads here from top to
 // bottom: observe (observe.go) reads the world, decide (modes.go) plans,
 // execute writes through the concern that owns each object (scaling.go,
-// endpointslices.go), and writeStatus (status.go) records the result.
+// package proxyslices), and writeStatus (status.go) records the result.
 // Deletion takes its own path (deletion.go).
 type Reconciler struct {
 	client      client.Client
@@ -108,7 +109,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.
 	if err := r.ensureFinalizer(ctx, es); err != nil {
 		return ctrl.Result{}, err
 	}
-	switch rival, reason, err := r.rival(ctx, es); {
+	switch rival, reason, err := findRival(ctx, r.client, es); {
 	case err != nil:
 		return ctrl.Result{}, err
 	case rival != nil:
@@ -224,7 +225,7 @@ func (r *Reconciler) execute(ctx context.Context, es *elastiv1alpha1.ElastiServi
 	}
 	var want []*discoveryv1.EndpointSlice
 	if p.slices == sliceEnsure {
-		want = proxySlices(es, o.ports, l.resolvers)
+		want = proxyslices.Build(es, o.ports, l.resolvers)
 	}
 	if len(want) > 0 {
 		// The allocation is durable before a slice uses it, so that a
@@ -236,12 +237,12 @@ func (r *Reconciler) execute(ctx context.Context, es *elastiv1alpha1.ElastiServi
 		}
 		fx.recorded = recorded
 	}
-	if err := r.ensureSlices(ctx, es, want); err != nil {
+	if err := proxyslices.Ensure(ctx, r.client, es, want); err != nil {
 		return fx, err
 	}
 	// A refusal that leaves the data path is announced by writeStatus, with
 	// the refusal's own reason.
-	if p.failOpen && !o.refusal.refused() {
+	if p.failOpen && !o.refusal.Refused() {
 		log.Info("no ready resolvers: proxy slice removed, target kept awake")
 		r.recorder.Eventf(es, nil, corev1.EventTypeWarning, EventResolversGone, "FailOpen",
 			"no ready resolver in %s: removed the proxy EndpointSlice and kept %s %s awake", r.cfg.ResolverNamespace, es.Spec.ScaleTargetRef.Kind, es.Spec.ScaleTargetRef.Name)

@@ -18,6 +18,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	elastiv1alpha1 "elasti.dev/elasti/api/v1alpha1"
+	"elasti.dev/elasti/internal/controller/refusals"
 	"elasti.dev/elasti/internal/scaling"
 )
 
@@ -71,21 +72,21 @@ func TestRefusedServiceShapes(t *testing.T) {
 		mutate func(*corev1.Service)
 		words  []string
 	}{
-		{"headless", ReasonHeadlessService, func(s *corev1.Service) { s.Spec.ClusterIP = corev1.ClusterIPNone }, []string{"clusterIP: None"}},
-		{"external", ReasonExternalNameService, func(s *corev1.Service) {
+		{"headless", refusals.ReasonHeadlessService, func(s *corev1.Service) { s.Spec.ClusterIP = corev1.ClusterIPNone }, []string{"clusterIP: None"}},
+		{"external", refusals.ReasonExternalNameService, func(s *corev1.Service) {
 			s.Spec.Type, s.Spec.ExternalName, s.Spec.Selector = corev1.ServiceTypeExternalName, "db.example.invalid", nil
 		}, []string{"ExternalName", "db.example.invalid"}},
-		{"noselector", ReasonServiceNoSelector, func(s *corev1.Service) { s.Spec.Selector = nil }, []string{"no selector"}},
-		{"udp", ReasonNonTCPServicePort, func(s *corev1.Service) {
+		{"noselector", refusals.ReasonServiceNoSelector, func(s *corev1.Service) { s.Spec.Selector = nil }, []string{"no selector"}},
+		{"udp", refusals.ReasonNonTCPServicePort, func(s *corev1.Service) {
 			s.Spec.Ports = append(s.Spec.Ports, corev1.ServicePort{Name: "dns", Port: 53, Protocol: corev1.ProtocolUDP})
 		}, []string{"dns (53)", "UDP"}},
-		{"itp", ReasonLocalTrafficPolicy, func(s *corev1.Service) {
+		{"itp", refusals.ReasonLocalTrafficPolicy, func(s *corev1.Service) {
 			s.Spec.InternalTrafficPolicy = ptr.To(corev1.ServiceInternalTrafficPolicyLocal)
 		}, []string{"internalTrafficPolicy: Local"}},
-		{"etp", ReasonLocalTrafficPolicy, func(s *corev1.Service) {
+		{"etp", refusals.ReasonLocalTrafficPolicy, func(s *corev1.Service) {
 			s.Spec.Type, s.Spec.ExternalTrafficPolicy = corev1.ServiceTypeNodePort, corev1.ServiceExternalTrafficPolicyLocal
 		}, []string{"externalTrafficPolicy: Local"}},
-		{"othertarget", ReasonSelectorMissesTarget, func(s *corev1.Service) { s.Spec.Selector = map[string]string{"app": "someone-else"} },
+		{"othertarget", refusals.ReasonSelectorMissesTarget, func(s *corev1.Service) { s.Spec.Selector = map[string]string{"app": "someone-else"} },
 			[]string{"app=someone-else", "app=othertarget"}},
 	}
 	op := startOperator(t, operatorOptions{triggers: newFakeTriggers(scaling.StateIdle)})
@@ -112,7 +113,7 @@ func TestRefusedServiceShapes(t *testing.T) {
 			if err := wantProxySlices(op.ns, tc.name, 0)(); err != nil {
 				t.Fatal(err)
 			}
-			if es := getES(t, op.ns, tc.name); es.Status.Mode != elastiv1alpha1.ModeServe || len(es.Status.ProxyPorts) != 0 && tc.reason != ReasonSelectorMissesTarget {
+			if es := getES(t, op.ns, tc.name); es.Status.Mode != elastiv1alpha1.ModeServe || len(es.Status.ProxyPorts) != 0 && tc.reason != refusals.ReasonSelectorMissesTarget {
 				t.Fatalf("status %+v", es.Status)
 			}
 		})
@@ -151,7 +152,7 @@ func TestServiceTurnedUnworkableWhileAsleepWakesTheTarget(t *testing.T) {
 	}
 	eventually(t, wait, "woken", wantReplicas(op.ns, "web", 1))
 	eventually(t, wait, "proxy slice removed", wantProxySlices(op.ns, "web", 0))
-	eventually(t, wait, "refused", wantReadyRefused(op.ns, "web", ReasonLocalTrafficPolicy))
+	eventually(t, wait, "refused", wantReadyRefused(op.ns, "web", refusals.ReasonLocalTrafficPolicy))
 	never(t, 2*time.Second, "kept awake although idle", wantReplicas(op.ns, "web", 1))
 }
 
@@ -198,8 +199,8 @@ func TestRivalsOnOneService(t *testing.T) {
 	})
 	createES(t, op.ns, "younger", "web", "web")
 
-	eventually(t, wait, "the younger stands down", wantReadyRefused(op.ns, "younger", ReasonServiceClaimed, "older", "Service web"))
-	eventually(t, wait, "an Event says so", wantEvent(op.ns, "younger", ReasonServiceClaimed))
+	eventually(t, wait, "the younger stands down", wantReadyRefused(op.ns, "younger", refusals.ReasonServiceClaimed, "older", "Service web"))
+	eventually(t, wait, "an Event says so", wantEvent(op.ns, "younger", refusals.ReasonServiceClaimed))
 	eventually(t, wait, "the older one's idle trigger puts the target to sleep", wantReplicas(op.ns, "web", 0))
 	setOwnSlice(t, op.ns, "web", false)
 	never(t, 3*time.Second, "the younger's busy trigger never wakes it", func() error {
@@ -219,7 +220,7 @@ func TestRivalsOnOneService(t *testing.T) {
 	// Deleting a standing-down ElastiService leaves the winner's sleeping
 	// target alone: its finalizer does not restore what it did not manage.
 	createES(t, op.ns, "youngest", "web", "web")
-	eventually(t, wait, "the youngest stands down", wantReadyRefused(op.ns, "youngest", ReasonServiceClaimed, "older"))
+	eventually(t, wait, "the youngest stands down", wantReadyRefused(op.ns, "youngest", refusals.ReasonServiceClaimed, "older"))
 	if err := k8s.Delete(ctxT(t), getES(t, op.ns, "youngest")); err != nil {
 		t.Fatal(err)
 	}
@@ -254,7 +255,7 @@ func TestRivalsOnOneTarget(t *testing.T) {
 	older := createES(t, op.ns, "a-older", "web", "web")
 	eventually(t, wait, "the older one is Ready", wantCondition(op.ns, older.Name, elastiv1alpha1.ConditionReady, metav1.ConditionTrue, ""))
 	createES(t, op.ns, "b-younger", "web-alt", "web")
-	eventually(t, wait, "the younger stands down", wantReadyRefused(op.ns, "b-younger", ReasonTargetClaimed, "a-older", "Deployment web"))
+	eventually(t, wait, "the younger stands down", wantReadyRefused(op.ns, "b-younger", refusals.ReasonTargetClaimed, "a-older", "Deployment web"))
 	if es := getES(t, op.ns, "b-younger"); len(es.Status.ProxyPorts) != 0 {
 		t.Fatalf("a standing-down ElastiService holds ports: %+v", es.Status.ProxyPorts)
 	}

@@ -29,6 +29,7 @@ import (
 	"elasti.dev/elasti/internal/controller/fallback"
 	"elasti.dev/elasti/internal/controller/hpacustody"
 	"elasti.dev/elasti/internal/controller/ports"
+	"elasti.dev/elasti/internal/controller/proxyslices"
 	"elasti.dev/elasti/internal/controller/targets"
 	"elasti.dev/elasti/internal/controller/wakecalls"
 	"elasti.dev/elasti/internal/scaling"
@@ -112,7 +113,7 @@ func Setup(ctx context.Context, mgr ctrl.Manager, cfg Config, deps Deps) (*wakec
 	c, err := ctrl.NewControllerManagedBy(mgr).
 		Named("elastiservice").
 		For(&elastiv1alpha1.ElastiService{}, builder.WithPredicates(elastiServiceChanged())).
-		// An ElastiService that stands down for an older one (refusals.go)
+		// An ElastiService that stands down for an older one (standdown.go)
 		// acts again when that one goes or names something else.
 		Watches(&elastiv1alpha1.ElastiService{}, handler.EnqueueRequestsFromMapFunc(m.forRivals), builder.WithPredicates(claimChanged())).
 		Watches(&corev1.Service{}, handler.EnqueueRequestsFromMapFunc(m.forService), builder.WithPredicates(serviceSpecChanged())).
@@ -157,7 +158,7 @@ func Setup(ctx context.Context, mgr ctrl.Manager, cfg Config, deps Deps) (*wakec
 	}
 	r.templates = &podTemplates{live: live, targets: r.targets}
 	r.live = live
-	r.fallback = &fallback.Tracker{Services: r.client, SlicesReady: ownSlicesReady, Targets: r.templates, Events: live,
+	r.fallback = &fallback.Tracker{Services: r.client, SlicesReady: proxyslices.OwnReady, Targets: r.templates, Events: live,
 		Status: r.client, Recorder: r.recorder}
 	return &wakecalls.Waker{Reader: live, Cache: mgr.GetCache(), Writer: mgr.GetClient(), Elected: mgr.Elected(), Timeout: cfg.WakeTimeout, Requests: r.wakes}, nil
 }
@@ -226,7 +227,7 @@ func trimEndpointSlice(obj any) (any, error) {
 	}
 	out := &discoveryv1.EndpointSlice{TypeMeta: s.TypeMeta, ObjectMeta: trimMeta(s.ObjectMeta), AddressType: s.AddressType}
 	for _, ep := range s.Endpoints {
-		if endpointReady(ep) {
+		if proxyslices.EndpointReady(ep) {
 			out.Endpoints = []discoveryv1.Endpoint{{Addresses: ep.Addresses, Conditions: ep.Conditions}}
 			break
 		}
@@ -235,7 +236,7 @@ func trimEndpointSlice(obj any) (any, error) {
 }
 
 // trimService keeps the ports and what decides whether Elasti can hold the
-// Service's traffic (serviceRefusal, familyRefusal, selectorRefusal).
+// Service's traffic (package refusals).
 func trimService(obj any) (any, error) {
 	s, ok := obj.(*corev1.Service)
 	if !ok {
@@ -309,7 +310,7 @@ func resolverPodChanged() predicate.Predicate {
 		if !ok1 || !ok2 {
 			return true
 		}
-		return podReady(o) != podReady(n) || !reflect.DeepEqual(o.Status.PodIPs, n.Status.PodIPs) ||
+		return proxyslices.PodReady(o) != proxyslices.PodReady(n) || !reflect.DeepEqual(o.Status.PodIPs, n.Status.PodIPs) ||
 			o.Status.PodIP != n.Status.PodIP || (o.DeletionTimestamp == nil) != (n.DeletionTimestamp == nil)
 	}}
 }

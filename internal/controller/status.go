@@ -17,6 +17,7 @@ import (
 	"elasti.dev/elasti/internal/controller/fallback"
 	"elasti.dev/elasti/internal/controller/hpacustody"
 	"elasti.dev/elasti/internal/controller/ledger"
+	"elasti.dev/elasti/internal/controller/refusals"
 	"elasti.dev/elasti/internal/controller/wakeprogress"
 	"elasti.dev/elasti/internal/scaling"
 	"elasti.dev/elasti/internal/sleepgate"
@@ -96,8 +97,8 @@ func desiredStatus(es *elastiv1alpha1.ElastiService, o observed, p plan, fx effe
 	case !o.serviceFound:
 		set(elastiv1alpha1.ConditionReady, metav1.ConditionFalse, ReasonServiceNotFound,
 			fmt.Sprintf("Service %s/%s does not exist; create it or fix spec.service", es.Namespace, es.Spec.Service))
-	case o.refusal.refused():
-		set(elastiv1alpha1.ConditionReady, metav1.ConditionFalse, o.refusal.reason, o.refusal.message)
+	case o.refusal.Refused():
+		set(elastiv1alpha1.ConditionReady, metav1.ConditionFalse, o.refusal.Reason, o.refusal.Message)
 	case o.portsErr != nil:
 		set(elastiv1alpha1.ConditionReady, metav1.ConditionFalse, ReasonPortsExhausted,
 			o.portsErr.Error()+"; widen the operator's and the resolver's --port-range")
@@ -209,7 +210,7 @@ func (r *Reconciler) writeStatus(ctx context.Context, es *elastiv1alpha1.ElastiS
 		r.recorder.Eventf(es, nil, corev1.EventTypeWarning, EventTriggerUnhealthy, "EvaluateTriggers", "%s: %s", now.Reason, now.Message)
 	}
 	if was, now := meta.FindStatusCondition(es.Status.Conditions, elastiv1alpha1.ConditionReady),
-		meta.FindStatusCondition(st.Conditions, elastiv1alpha1.ConditionReady); now != nil && isRefusal(now.Reason) &&
+		meta.FindStatusCondition(st.Conditions, elastiv1alpha1.ConditionReady); now != nil && refusals.Is(now.Reason) &&
 		(was == nil || was.Reason != now.Reason || was.Message != now.Message) {
 		r.recorder.Eventf(es, nil, corev1.EventTypeWarning, now.Reason, "Refuse", "%s", now.Message)
 	}

@@ -106,7 +106,7 @@ func TestConfigurationDocumentsEveryValue(t *testing.T) {
 func TestTroubleshootingCoversEveryReason(t *testing.T) {
 	reasonRe := regexp.MustCompile(`(?m)^\s*Reason[A-Za-z]+\s*=\s*"([A-Za-z]+)"`)
 	reasons := findAll(t, "internal/controller/*.go", reasonRe)
-	// Reasons of the concerns' own packages (internal/controller/fallback, hpacustody, ...).
+	// Reasons of the concerns' own packages (internal/controller/refusals, fallback, ...).
 	reasons = append(reasons, findAll(t, "internal/controller/*/*.go", reasonRe)...)
 	reasons = append(reasons, findAll(t, "internal/scaling/*.go", reasonRe)...)
 	reasons = append(reasons, findAll(t, "internal/contract/*.go", reasonRe)...) // the Active reasons

@@ -28,6 +28,7 @@ import (
 
 	elastiv1alpha1 "elasti.dev/elasti/api/v1alpha1"
 	"elasti.dev/elasti/internal/controller"
+	"elasti.dev/elasti/internal/controller/refusals"
 	"elasti.dev/elasti/test/cluster"
 )
 
@@ -303,8 +304,8 @@ func TestMultiNodeNodePortAtZero(t *testing.T) {
 			if err != nil {
 				return err
 			}
-			if c := Condition(es, elastiv1alpha1.ConditionReady); c == nil || c.Status != metav1.ConditionFalse || c.Reason != controller.ReasonLocalTrafficPolicy {
-				return fmt.Errorf("Ready condition %+v, want False/%s", c, controller.ReasonLocalTrafficPolicy)
+			if c := Condition(es, elastiv1alpha1.ConditionReady); c == nil || c.Status != metav1.ConditionFalse || c.Reason != refusals.ReasonLocalTrafficPolicy {
+				return fmt.Errorf("Ready condition %+v, want False/%s", c, refusals.ReasonLocalTrafficPolicy)
 			}
 			return nil
 		})
