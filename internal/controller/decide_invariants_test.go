@@ -35,8 +35,16 @@ func TestDecideNeverLeavesATargetAtZeroUnheld(t *testing.T) {
 		{"status proxy", phaseProxy, time.Time{}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			o := observed{now: now, phase: tc.phase, serviceFound: true, targetFound: true, replicas: 0, ports: ports,
-				resolvers: 0, sleep: open, graceStartedAt: tc.grace, gracePeriod: 2 * time.Second, pollInterval: 30 * time.Second}
+			o := observed{
+				now:          now,
+				phase:        tc.phase,
+				resolvers:    0,
+				sleep:        open,
+				pollInterval: 30 * time.Second,
+				service:      serviceObserved{found: true, ports: ports},
+				target:       targetObserved{found: true, replicas: 0},
+				grace:        graceObserved{startedAt: tc.grace, period: 2 * time.Second},
+			}
 			if diff := cmp.Diff(wokenOpen, decide(o), cmp.AllowUnexported(plan{})); diff != "" {
 				t.Errorf("(-want +got)\n%s", diff)
 			}
@@ -90,10 +98,21 @@ func TestDecideSleepsOnlyOnConfirmedIdle(t *testing.T) {
 								{true, false, true}, {false, true, true}, {true, true, true},
 							} {
 								wake, keep, ready := flags[0], flags[1], flags[2]
-								o := observed{now: now, phase: ph, serviceFound: true, targetFound: true, replicas: 1, ports: ports,
-									resolvers: 1, ownReady: ready, wakeRequested: wake, keepAwake: keep, sleep: gate, triggers: trig,
-									noTriggers: noTriggers, hpa: hpa,
-									graceStartedAt: started, gracePeriod: grace, pollInterval: 30 * time.Second}
+								o := observed{
+									now:          now,
+									phase:        ph,
+									resolvers:    1,
+									ownReady:     ready,
+									sleep:        gate,
+									triggers:     trig,
+									noTriggers:   noTriggers,
+									hpa:          hpa,
+									pollInterval: 30 * time.Second,
+									service:      serviceObserved{found: true, ports: ports},
+									target:       targetObserved{found: true, replicas: 1},
+									demand:       demand{wake: wake, keepAwake: keep},
+									grace:        graceObserved{startedAt: started, period: grace},
+								}
 								p := decide(o)
 								name := fmt.Sprintf("%s, grace %s, triggers %s (none configured %v), HPA %s, gate %s, wake %v, keep-awake %v, ready %v",
 									ph, graceName, trigName, noTriggers, hpaName, gate.Reason, wake, keep, ready)

@@ -44,11 +44,15 @@ func TestDesiredStatusRecordsCancelledSleep(t *testing.T) {
 	earlier := metav1.NewTime(t0.Add(-time.Hour))
 	es := &elastiv1alpha1.ElastiService{ObjectMeta: metav1.ObjectMeta{Name: "a", Namespace: "n"}, Spec: elastiv1alpha1.ElastiServiceSpec{Service: "s"}}
 	es.Status.LastSleepCancelledTime = &earlier
-	o := observed{now: t0, phase: phaseScalingDown, serviceFound: true, targetFound: true, replicas: 1, resolvers: 1, ownReady: true,
-		ports:          []elastiv1alpha1.ProxyPort{{Name: "http", Port: 80, ResolverPort: 20000}},
-		sleep:          sleepgate.Verdict{Reason: sleepgate.ReasonOpen, Polls: true},
-		gracePeriod:    30 * time.Second,
-		graceStartedAt: t0.Add(-10 * time.Second),
+	o := observed{
+		now:       t0,
+		phase:     phaseScalingDown,
+		resolvers: 1,
+		ownReady:  true,
+		sleep:     sleepgate.Verdict{Reason: sleepgate.ReasonOpen, Polls: true},
+		service:   serviceObserved{found: true, ports: []elastiv1alpha1.ProxyPort{{Name: "http", Port: 80, ResolverPort: 20000}}},
+		target:    targetObserved{found: true, replicas: 1},
+		grace:     graceObserved{period: 30 * time.Second, startedAt: t0.Add(-10 * time.Second)},
 	}
 
 	running := desiredStatus(es, o, decide(o), effects{}, "elasti-system")
@@ -58,7 +62,7 @@ func TestDesiredStatusRecordsCancelledSleep(t *testing.T) {
 	}
 
 	traffic := o
-	traffic.wakeRequested, traffic.trafficSeen = true, true
+	traffic.demand.wake, traffic.demand.traffic = true, true
 	st := desiredStatus(es, traffic, decide(traffic), effects{woke: true, replicas: 1}, "elasti-system")
 	if st.LastSleepCancelledTime == nil || !st.LastSleepCancelledTime.Time.Equal(t0) {
 		t.Errorf("traffic in the grace period: lastSleepCancelledTime %v, want %v", st.LastSleepCancelledTime, t0)
@@ -68,7 +72,7 @@ func TestDesiredStatusRecordsCancelledSleep(t *testing.T) {
 	}
 
 	asked := o
-	asked.wakeRequested = true
+	asked.demand.wake = true
 	st = desiredStatus(es, asked, decide(asked), effects{woke: true, replicas: 1}, "elasti-system")
 	if !st.LastSleepCancelledTime.Equal(&earlier) {
 		t.Errorf("a wake asked for in the grace period: lastSleepCancelledTime %v, want it left at %v", st.LastSleepCancelledTime, earlier)

@@ -60,8 +60,17 @@ func TestDecideLongColdStartIsNotPutToSleep(t *testing.T) {
 			if v.Reason != tc.wantGate {
 				t.Fatalf("sleep gate %s (%s), want %s", v.Reason, v.Message, tc.wantGate)
 			}
-			o := observed{now: now, phase: phaseServe, serviceFound: true, targetFound: true, replicas: 1, ports: ports,
-				resolvers: 2, ownReady: tc.ownReady, sleep: v, gracePeriod: 2 * time.Second, pollInterval: 30 * time.Second}
+			o := observed{
+				now:          now,
+				phase:        phaseServe,
+				resolvers:    2,
+				ownReady:     tc.ownReady,
+				sleep:        v,
+				pollInterval: 30 * time.Second,
+				service:      serviceObserved{found: true, ports: ports},
+				target:       targetObserved{found: true, replicas: 1},
+				grace:        graceObserved{period: 2 * time.Second},
+			}
 			if o.needsTriggers() {
 				o.triggers = idle
 			}

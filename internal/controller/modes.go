@@ -60,57 +60,86 @@ const (
 
 // observed is everything a decision needs, gathered by Reconciler.observe.
 type observed struct {
-	now           time.Time
-	phase         phase
-	serviceFound  bool
-	targetFound   bool
-	replicas      int32
-	ports         []elastiv1alpha1.ProxyPort
-	portsErr      error
-	resolvers     int
-	ownReady      bool
-	wakeRequested bool
-	keepAwake     bool
-	sleep         sleepgate.Verdict
-	triggers      *scaling.Result
-	// trafficSeen: the wake requested is an activation call, a resolver's
-	// report of traffic (also counted in wakeRequested). In the grace
-	// period of a scale-down it cancels the sleep (plan.sleepCancelled).
-	trafficSeen bool
+	now       time.Time
+	phase     phase
+	service   serviceObserved
+	target    targetObserved
+	resolvers int
+	ownReady  bool
+	demand    demand
+	sleep     sleepgate.Verdict
+	triggers  *scaling.Result
 	// noTriggers: the ElastiService has none. It sleeps only if an HPA in
 	// custody says so alone (hpa).
 	noTriggers bool
 	// hpa is what the HPA spec.autoscaler names has to say (package
 	// hpacustody).
-	hpa            hpacustody.Observed
-	graceStartedAt time.Time
-	gracePeriod    time.Duration
-	pollInterval   time.Duration
-	// targetErr says why the target cannot be read. Only the status words
-	// it; decide needs no more than targetFound.
-	targetErr string
-	// targetWatchReason and targetWatchErr say why the target's kind
-	// cannot be watched; decide only needs to know that it cannot.
-	targetWatchReason, targetWatchErr string
+	hpa          hpacustody.Observed
+	grace        graceObserved
+	pollInterval time.Duration
+	// concerns is what the concern packages observed for their parts of
+	// the status.
+	concerns concernsObserved
+}
+
+// serviceObserved is the Service spec.service names.
+type serviceObserved struct {
+	found bool
 	// refusal says why the Service cannot be put in the data path
-	// (package refusals). A refused Service is treated as one with nothing to
-	// hold its traffic: never proxied, and its target kept awake.
+	// (package refusals). A refused Service is treated as one with nothing
+	// to hold its traffic: never proxied, and its target kept awake.
 	refusal refusals.Refusal
+	// ports are the resolver ports allocated to its ports (package ports);
+	// portsErr says why there are none.
+	ports    []elastiv1alpha1.ProxyPort
+	portsErr error
+}
 
+// targetObserved is the scale target, read through /scale.
+type targetObserved struct {
+	found    bool
+	replicas int32
+	// err says why the target cannot be read. Only the status words it;
+	// decide needs no more than found.
+	err string
+	// watchReason and watchErr say why the target's kind cannot be
+	// watched; decide only needs to know that it cannot.
+	watchReason, watchErr string
+}
+
+// demand is what asks for the target to be up.
+type demand struct {
+	// wake: a wake is requested (an activation call, the wake-now
+	// annotation or a pre-warm firing).
+	wake      bool
+	keepAwake bool
+	// traffic: the wake requested is an activation call, a resolver's
+	// report of traffic (also counted in wake). In the grace period of a
+	// scale-down it cancels the sleep (plan.sleepCancelled).
+	traffic bool
 	// preWarm is the spec.preWarm firing this reconcile acts on (zero when
-	// none); it is also counted in wakeRequested. preWarmNext is the next
-	// firing, which the reconcile comes back for.
+	// none); it is also counted in wake. preWarmNext is the next firing,
+	// which the reconcile comes back for.
 	preWarm, preWarmNext time.Time
+}
 
+// graceObserved is the grace period before a scale to zero: when the one
+// in progress began (zero when none runs) and how long it lasts.
+type graceObserved struct {
+	startedAt time.Time
+	period    time.Duration
+}
+
+// concernsObserved is what the concern packages read for their parts of
+// the status.
+type concernsObserved struct {
 	// ledger is what status.ledger needs (package ledger).
 	ledger ledger.Observed
-
 	// fallback is what the FallbackActive condition needs (package
 	// fallback).
 	fallback fallback.Observed
-
-	// wake is what status.wakeProgress needs (package wakeprogress).
-	wake wakeprogress.Observed
+	// progress is what status.wakeProgress needs (package wakeprogress).
+	progress wakeprogress.Observed
 }
 
 // plan is what a reconcile does; execute carries it out in the order of
@@ -148,22 +177,22 @@ func decide(o observed) plan {
 	case p.requeueAfter != 0:
 	case p.mode == elastiv1alpha1.ModeServe && o.sleep.Polls:
 		p.requeueAfter = minPositive(o.pollInterval, o.sleep.Wait)
-	case o.portsErr != nil:
+	case o.service.portsErr != nil:
 		// A freed port wakes the waiters through the allocator's events;
 		// this poll is only a backstop.
 		p.requeueAfter = o.pollInterval
 	}
-	if !o.preWarmNext.IsZero() {
-		p.requeueAfter = earliestRequeue(p.requeueAfter, max(o.preWarmNext.Sub(o.now), time.Millisecond))
+	if !o.demand.preWarmNext.IsZero() {
+		p.requeueAfter = earliestRequeue(p.requeueAfter, max(o.demand.preWarmNext.Sub(o.now), time.Millisecond))
 	}
 	// A wake with a fallback comes back for its deadline, and to look at
 	// the target's pods, which are not watched.
-	if recheck := fallback.Recheck(o.fallback, o.now); recheck > 0 {
+	if recheck := fallback.Recheck(o.concerns.fallback, o.now); recheck > 0 {
 		p.requeueAfter = earliestRequeue(p.requeueAfter, recheck)
 	}
 	// A wake from zero comes back to read its pods again until one is
 	// Ready: they are not watched, and an image pull changes none of them.
-	if recheck := wakeprogress.Recheck(o.wake, p.mode, p.active); recheck > 0 {
+	if recheck := wakeprogress.Recheck(o.concerns.progress, p.mode, p.active); recheck > 0 {
 		p.requeueAfter = earliestRequeue(p.requeueAfter, recheck)
 	}
 	return p
@@ -171,15 +200,15 @@ func decide(o observed) plan {
 
 func transition(o observed) plan {
 	p := plan{slices: sliceDelete, mode: elastiv1alpha1.ModeServe, active: contract.ReasonServing}
-	canProxy := o.serviceFound && !o.refusal.Refused() && o.portsErr == nil && len(o.ports) > 0 && o.resolvers > 0
+	canProxy := o.service.found && !o.service.refusal.Refused() && o.service.portsErr == nil && len(o.service.ports) > 0 && o.resolvers > 0
 
-	if !o.serviceFound || !o.targetFound {
+	if !o.service.found || !o.target.found {
 		// Nothing to route or nothing to scale: stay out of the data path.
 		// A wake still raises the target if it exists.
-		p.wake = o.wakeRequested && o.targetFound
+		p.wake = o.demand.wake && o.target.found
 		return p
 	}
-	if o.replicas == 0 && !canProxy {
+	if o.target.replicas == 0 && !canProxy {
 		// Never leave a target at zero with nothing to hold its traffic,
 		// whatever the status says: a scale-down whose status write failed
 		// left it recorded as ScalingDown (or serve) while the target is
@@ -191,22 +220,22 @@ func transition(o observed) plan {
 	switch o.phase {
 	case phaseServe:
 		switch {
-		case o.wakeRequested || (o.replicas == 0 && o.keepAwake):
+		case o.demand.wake || (o.target.replicas == 0 && o.demand.keepAwake):
 			p.wake = true
-		case o.replicas == 0 && canProxy:
+		case o.target.replicas == 0 && canProxy:
 			// Someone else put the target at zero: hold its traffic.
 			p.slices, p.mode, p.active = sliceEnsure, elastiv1alpha1.ModeProxy, contract.ReasonScaledToZero
 		case o.mayScaleDown() && canProxy:
 			p.slices, p.mode, p.active = sliceEnsure, elastiv1alpha1.ModeProxy, contract.ReasonScalingDown
 			p.startGrace = true
-			p.requeueAfter = o.gracePeriod
+			p.requeueAfter = o.grace.period
 			return p
 		}
 		return p
 
 	case phaseScalingDown:
 		switch {
-		case o.wakeRequested || o.keepAwake:
+		case o.demand.wake || o.demand.keepAwake:
 			// Traffic reached a resolver during the grace period (the
 			// resolver reports what it forwards as an activation call), or
 			// someone asked for a wake: the scale-down is called off, and
@@ -214,21 +243,21 @@ func transition(o observed) plan {
 			// period waits for, and is recorded as a cancelled sleep (a
 			// target found at zero is woken, not kept up).
 			p.wake = true
-			p.sleepCancelled = o.trafficSeen && o.replicas > 0
+			p.sleepCancelled = o.demand.traffic && o.target.replicas > 0
 		case !canProxy:
 			p.failOpen = true
-		case o.graceStartedAt.IsZero():
+		case o.grace.startedAt.IsZero():
 			// A new leader found a scale-down in flight: it waits a full
 			// grace period of its own.
 			p.slices, p.mode, p.active = sliceEnsure, elastiv1alpha1.ModeProxy, contract.ReasonScalingDown
 			p.startGrace = true
-			p.requeueAfter = o.gracePeriod
+			p.requeueAfter = o.grace.period
 			return p
 		case !o.graceOver():
 			p.slices, p.mode, p.active = sliceEnsure, elastiv1alpha1.ModeProxy, contract.ReasonScalingDown
-			p.requeueAfter = o.graceStartedAt.Add(o.gracePeriod).Sub(o.now)
+			p.requeueAfter = o.grace.startedAt.Add(o.grace.period).Sub(o.now)
 			return p
-		case o.replicas == 0 || o.mayScaleDown():
+		case o.target.replicas == 0 || o.mayScaleDown():
 			// The triggers, evaluated again now that the grace period is
 			// over, still say idle. (A target already at zero is one whose
 			// scale-down went through but whose status was not written:
@@ -251,7 +280,7 @@ func transition(o observed) plan {
 		return p
 
 	default: // phaseProxy, phaseWaking
-		p.wake = o.wakeRequested || (o.replicas == 0 && o.keepAwake)
+		p.wake = o.demand.wake || (o.target.replicas == 0 && o.demand.keepAwake)
 		if !canProxy {
 			// Never point a Service at zero resolvers: leave the data
 			// path (a target at zero was woken above).
@@ -259,13 +288,13 @@ func transition(o observed) plan {
 			p.active = contract.ReasonWaking
 			return p
 		}
-		if o.ownReady && o.replicas > 0 {
+		if o.ownReady && o.target.replicas > 0 {
 			// Back to serve. A target at zero replicas cannot own a ready
 			// endpoint: one still listed belongs to a pod on its way out.
 			return p
 		}
 		p.slices, p.mode = sliceEnsure, elastiv1alpha1.ModeProxy
-		if o.replicas == 0 && !p.wake {
+		if o.target.replicas == 0 && !p.wake {
 			p.active = contract.ReasonScaledToZero
 		} else {
 			p.active = contract.ReasonWaking
@@ -281,14 +310,14 @@ func transition(o observed) plan {
 // A target whose kind cannot be watched is not put to sleep: Ready says
 // why, as for a trigger that cannot be evaluated.
 func (o observed) mayScaleDown() bool {
-	return o.sleep.Allowed() && o.hpa.SaysIdle(o.triggers, o.noTriggers) && o.targetWatchReason == ""
+	return o.sleep.Allowed() && o.hpa.SaysIdle(o.triggers, o.noTriggers) && o.target.watchReason == ""
 }
 
 // graceOver reports whether the grace period of the scale-down in flight
 // has run out. One whose start this operator does not know (a new leader)
 // has not: it waits a grace period of its own.
 func (o observed) graceOver() bool {
-	return !o.graceStartedAt.IsZero() && !o.now.Before(o.graceStartedAt.Add(o.gracePeriod))
+	return !o.grace.startedAt.IsZero() && !o.now.Before(o.grace.startedAt.Add(o.grace.period))
 }
 
 // needsTriggers says whether decide will read the triggers (and the
@@ -297,7 +326,7 @@ func (o observed) graceOver() bool {
 // period, and never for a target that is to be woken or may not sleep now
 // anyway.
 func (o observed) needsTriggers() bool {
-	if !o.targetFound || o.replicas == 0 || o.wakeRequested || !o.sleep.Allowed() || o.refusal.Refused() {
+	if !o.target.found || o.target.replicas == 0 || o.demand.wake || !o.sleep.Allowed() || o.service.refusal.Refused() {
 		return false
 	}
 	switch o.phase {

@@ -43,8 +43,16 @@ func TestDecide(t *testing.T) {
 	ports := []elastiv1alpha1.ProxyPort{{Name: "http", Port: 80, ResolverPort: 20000}}
 	open := sleepgate.Verdict{Reason: sleepgate.ReasonOpen, Polls: true}
 	base := func(ph phase, mut func(*observed)) observed {
-		o := observed{now: now, phase: ph, serviceFound: true, targetFound: true, replicas: 1, ports: ports,
-			resolvers: 2, sleep: open, gracePeriod: 2 * time.Second, pollInterval: 30 * time.Second}
+		o := observed{
+			now:          now,
+			phase:        ph,
+			resolvers:    2,
+			sleep:        open,
+			pollInterval: 30 * time.Second,
+			service:      serviceObserved{found: true, ports: ports},
+			target:       targetObserved{found: true, replicas: 1},
+			grace:        graceObserved{period: 2 * time.Second},
+		}
 		if mut != nil {
 			mut(&o)
 		}
@@ -62,20 +70,20 @@ func TestDecide(t *testing.T) {
 		{"idle starts the scale-down with the proxy slice", base(phaseServe, func(o *observed) { o.triggers = idle }),
 			plan{slices: sliceEnsure, mode: elastiv1alpha1.ModeProxy, active: contract.ReasonScalingDown, startGrace: true, requeueAfter: 2 * time.Second}},
 		{"idle but no resolvers stays up", base(phaseServe, func(o *observed) { o.triggers = idle; o.resolvers = 0 }), serve},
-		{"idle but no ports stays up", base(phaseServe, func(o *observed) { o.triggers = idle; o.ports = nil }), serve},
+		{"idle but no ports stays up", base(phaseServe, func(o *observed) { o.triggers = idle; o.service.ports = nil }), serve},
 		{"cooldown: poll when it ends", base(phaseServe, func(o *observed) {
 			o.sleep = sleepgate.Verdict{Reason: sleepgate.ReasonInCooldown, Polls: true, Wait: 5 * time.Second}
 		}),
 			plan{slices: sliceDelete, mode: elastiv1alpha1.ModeServe, active: contract.ReasonServing, requeueAfter: 5 * time.Second}},
 		{"no triggers: no polling", base(phaseServe, func(o *observed) { o.sleep = sleepgate.Verdict{Reason: sleepgate.ReasonNoTriggers} }),
 			plan{slices: sliceDelete, mode: elastiv1alpha1.ModeServe, active: contract.ReasonServing}},
-		{"wake in serve", base(phaseServe, func(o *observed) { o.wakeRequested = true; o.triggers = nil }),
+		{"wake in serve", base(phaseServe, func(o *observed) { o.demand.wake = true; o.triggers = nil }),
 			plan{wake: true, slices: sliceDelete, mode: elastiv1alpha1.ModeServe, active: contract.ReasonServing, requeueAfter: 30 * time.Second}},
-		{"target put to zero by someone else is proxied", base(phaseServe, func(o *observed) { o.replicas = 0 }),
+		{"target put to zero by someone else is proxied", base(phaseServe, func(o *observed) { o.target.replicas = 0 }),
 			plan{slices: sliceEnsure, mode: elastiv1alpha1.ModeProxy, active: contract.ReasonScaledToZero}},
-		{"keep-awake wakes a sleeping target", base(phaseProxy, func(o *observed) { o.replicas = 0; o.keepAwake = true }),
+		{"keep-awake wakes a sleeping target", base(phaseProxy, func(o *observed) { o.target.replicas = 0; o.demand.keepAwake = true }),
 			plan{wake: true, slices: sliceEnsure, mode: elastiv1alpha1.ModeProxy, active: contract.ReasonWaking}},
-		{"grace running", base(phaseScalingDown, func(o *observed) { o.graceStartedAt = now.Add(-time.Second) }),
+		{"grace running", base(phaseScalingDown, func(o *observed) { o.grace.startedAt = now.Add(-time.Second) }),
 			plan{slices: sliceEnsure, mode: elastiv1alpha1.ModeProxy, active: contract.ReasonScalingDown, requeueAfter: time.Second}},
 		{"new leader restarts the grace", base(phaseScalingDown, nil),
 			plan{slices: sliceEnsure, mode: elastiv1alpha1.ModeProxy, active: contract.ReasonScalingDown, startGrace: true, requeueAfter: 2 * time.Second}},
@@ -84,120 +92,120 @@ func TestDecide(t *testing.T) {
 		// forwards the request at once and reports it with an activation
 		// call; observe does not evaluate the triggers for a wake.
 		{"request during the grace calls the scale-down off", base(phaseScalingDown, func(o *observed) {
-			o.graceStartedAt = now.Add(-time.Second)
+			o.grace.startedAt = now.Add(-time.Second)
 			o.ownReady = true
-			o.wakeRequested = true
+			o.demand.wake = true
 		}), plan{wake: true, slices: sliceDelete, mode: elastiv1alpha1.ModeServe, active: contract.ReasonServing, requeueAfter: 30 * time.Second}},
 		{"request as the grace ends still calls the scale-down off", base(phaseScalingDown, func(o *observed) {
-			o.graceStartedAt = now.Add(-3 * time.Second)
+			o.grace.startedAt = now.Add(-3 * time.Second)
 			o.ownReady = true
-			o.wakeRequested = true
+			o.demand.wake = true
 		}), plan{wake: true, slices: sliceDelete, mode: elastiv1alpha1.ModeServe, active: contract.ReasonServing, requeueAfter: 30 * time.Second}},
 		// Traffic is what the grace period waits for: an activation call
 		// (handed to the leader, or forwarded by a follower) cancels the
 		// sleep, and says so; any other wake only calls it off.
 		{"traffic during the grace cancels the sleep", base(phaseScalingDown, func(o *observed) {
-			o.graceStartedAt = now.Add(-time.Second)
+			o.grace.startedAt = now.Add(-time.Second)
 			o.ownReady = true
-			o.wakeRequested, o.trafficSeen = true, true
+			o.demand.wake, o.demand.traffic = true, true
 		}), plan{wake: true, sleepCancelled: true, slices: sliceDelete, mode: elastiv1alpha1.ModeServe, active: contract.ReasonServing, requeueAfter: 30 * time.Second}},
 		{"traffic during the grace without a ready endpoint cancels it too", base(phaseScalingDown, func(o *observed) {
-			o.graceStartedAt = now.Add(-time.Second)
-			o.wakeRequested, o.trafficSeen = true, true
+			o.grace.startedAt = now.Add(-time.Second)
+			o.demand.wake, o.demand.traffic = true, true
 		}), plan{wake: true, sleepCancelled: true, slices: sliceEnsure, mode: elastiv1alpha1.ModeProxy, active: contract.ReasonWaking}},
 		{"traffic in the grace period of a target already at zero wakes it", base(phaseScalingDown, func(o *observed) {
-			o.graceStartedAt = now.Add(-time.Second)
-			o.replicas = 0
-			o.wakeRequested, o.trafficSeen = true, true
+			o.grace.startedAt = now.Add(-time.Second)
+			o.target.replicas = 0
+			o.demand.wake, o.demand.traffic = true, true
 		}), plan{wake: true, slices: sliceEnsure, mode: elastiv1alpha1.ModeProxy, active: contract.ReasonWaking}},
 		{"keep-awake during the grace calls it off, not traffic", base(phaseScalingDown, func(o *observed) {
-			o.graceStartedAt = now.Add(-time.Second)
+			o.grace.startedAt = now.Add(-time.Second)
 			o.ownReady = true
-			o.keepAwake = true
+			o.demand.keepAwake = true
 		}), plan{wake: true, slices: sliceDelete, mode: elastiv1alpha1.ModeServe, active: contract.ReasonServing, requeueAfter: 30 * time.Second}},
 		{"traffic in serve is a wake, no cancelled sleep", base(phaseServe, func(o *observed) {
 			o.ownReady = true
-			o.wakeRequested, o.trafficSeen = true, true
+			o.demand.wake, o.demand.traffic = true, true
 		}), plan{wake: true, slices: sliceDelete, mode: elastiv1alpha1.ModeServe, active: contract.ReasonServing, requeueAfter: 30 * time.Second}},
 		{"traffic while asleep is a wake, no cancelled sleep", base(phaseProxy, func(o *observed) {
-			o.replicas = 0
-			o.wakeRequested, o.trafficSeen = true, true
+			o.target.replicas = 0
+			o.demand.wake, o.demand.traffic = true, true
 		}), plan{wake: true, slices: sliceEnsure, mode: elastiv1alpha1.ModeProxy, active: contract.ReasonWaking}},
 		// A longer grace period (spec.scaleDownGracePeriod) keeps waiting
 		// where the operator's default would be over.
 		{"a 30s grace period is not over after 3s", base(phaseScalingDown, func(o *observed) {
-			o.gracePeriod = 30 * time.Second
-			o.graceStartedAt = now.Add(-3 * time.Second)
+			o.grace.period = 30 * time.Second
+			o.grace.startedAt = now.Add(-3 * time.Second)
 			o.ownReady = true
 			o.triggers = idle
 		}), plan{slices: sliceEnsure, mode: elastiv1alpha1.ModeProxy, active: contract.ReasonScalingDown, requeueAfter: 27 * time.Second}},
 		{"a 0s grace period is over at once", base(phaseScalingDown, func(o *observed) {
-			o.gracePeriod = 0
-			o.graceStartedAt = now
+			o.grace.period = 0
+			o.grace.startedAt = now
 			o.ownReady = true
 			o.triggers = idle
 		}), plan{slices: sliceEnsure, mode: elastiv1alpha1.ModeProxy, active: contract.ReasonScaledToZero, sleep: true}},
 		// At the end of the grace period the triggers are evaluated again.
 		{"grace over, triggers still idle: sleep", base(phaseScalingDown, func(o *observed) {
-			o.graceStartedAt = now.Add(-3 * time.Second)
+			o.grace.startedAt = now.Add(-3 * time.Second)
 			o.ownReady = true
 			o.triggers = idle
 		}), plan{slices: sliceEnsure, mode: elastiv1alpha1.ModeProxy, active: contract.ReasonScaledToZero, sleep: true}},
 		{"grace over, triggers busy: called off, target untouched", base(phaseScalingDown, func(o *observed) {
-			o.graceStartedAt = now.Add(-3 * time.Second)
+			o.grace.startedAt = now.Add(-3 * time.Second)
 			o.ownReady = true
 			o.triggers = active
 		}), serve},
 		{"grace over, a trigger fails: not put to sleep", base(phaseScalingDown, func(o *observed) {
-			o.graceStartedAt = now.Add(-3 * time.Second)
+			o.grace.startedAt = now.Add(-3 * time.Second)
 			o.ownReady = true
 			o.triggers = unhealthy
 		}), serve},
 		{"grace over, triggers not evaluated: not put to sleep", base(phaseScalingDown, func(o *observed) {
-			o.graceStartedAt = now.Add(-3 * time.Second)
+			o.grace.startedAt = now.Add(-3 * time.Second)
 			o.ownReady = true
 		}), serve},
 		{"grace over, the enabledPeriod closed meanwhile: called off", base(phaseScalingDown, func(o *observed) {
-			o.graceStartedAt = now.Add(-3 * time.Second)
+			o.grace.startedAt = now.Add(-3 * time.Second)
 			o.ownReady = true
 			o.triggers = idle
 			o.sleep = sleepgate.Verdict{Reason: sleepgate.ReasonOutsideEnabledPeriod, Polls: true, Wait: time.Hour}
 		}), serve},
 		{"grace over, target kind no longer watched: called off", base(phaseScalingDown, func(o *observed) {
-			o.graceStartedAt = now.Add(-3 * time.Second)
+			o.grace.startedAt = now.Add(-3 * time.Second)
 			o.ownReady = true
 			o.triggers = idle
-			o.targetWatchReason = targets.ReasonWatchNotSynced
+			o.target.watchReason = targets.ReasonWatchNotSynced
 		}), serve},
 		{"grace over, called off without a ready endpoint: keep holding", base(phaseScalingDown, func(o *observed) {
-			o.graceStartedAt = now.Add(-3 * time.Second)
+			o.grace.startedAt = now.Add(-3 * time.Second)
 			o.triggers = active
 		}), plan{slices: sliceEnsure, mode: elastiv1alpha1.ModeProxy, active: contract.ReasonWaking}},
 		{"grace over, target already at zero: finish the scale-down", base(phaseScalingDown, func(o *observed) {
-			o.graceStartedAt = now.Add(-3 * time.Second)
-			o.replicas = 0
+			o.grace.startedAt = now.Add(-3 * time.Second)
+			o.target.replicas = 0
 		}), plan{slices: sliceEnsure, mode: elastiv1alpha1.ModeProxy, active: contract.ReasonScaledToZero, sleep: true}},
 		{"resolvers gone during the grace: fail open", base(phaseScalingDown, func(o *observed) { o.resolvers = 0 }),
 			plan{failOpen: true, slices: sliceDelete, mode: elastiv1alpha1.ModeServe, active: contract.ReasonWaking, requeueAfter: 30 * time.Second}},
-		{"asleep stays asleep", base(phaseProxy, func(o *observed) { o.replicas = 0 }),
+		{"asleep stays asleep", base(phaseProxy, func(o *observed) { o.target.replicas = 0 }),
 			plan{slices: sliceEnsure, mode: elastiv1alpha1.ModeProxy, active: contract.ReasonScaledToZero}},
-		{"asleep with a pre-warm schedule comes back at its next firing", base(phaseProxy, func(o *observed) { o.replicas = 0; o.preWarmNext = now.Add(2 * time.Hour) }),
+		{"asleep with a pre-warm schedule comes back at its next firing", base(phaseProxy, func(o *observed) { o.target.replicas = 0; o.demand.preWarmNext = now.Add(2 * time.Hour) }),
 			plan{slices: sliceEnsure, mode: elastiv1alpha1.ModeProxy, active: contract.ReasonScaledToZero, requeueAfter: 2 * time.Hour}},
-		{"serving polls before a later firing", base(phaseServe, func(o *observed) { o.triggers = active; o.preWarmNext = now.Add(2 * time.Hour) }), serve},
-		{"serving comes back at a firing before the next poll", base(phaseServe, func(o *observed) { o.triggers = active; o.preWarmNext = now.Add(10 * time.Second) }),
+		{"serving polls before a later firing", base(phaseServe, func(o *observed) { o.triggers = active; o.demand.preWarmNext = now.Add(2 * time.Hour) }), serve},
+		{"serving comes back at a firing before the next poll", base(phaseServe, func(o *observed) { o.triggers = active; o.demand.preWarmNext = now.Add(10 * time.Second) }),
 			plan{slices: sliceDelete, mode: elastiv1alpha1.ModeServe, active: contract.ReasonServing, requeueAfter: 10 * time.Second}},
-		{"asleep ignores a stale ready endpoint", base(phaseProxy, func(o *observed) { o.replicas = 0; o.ownReady = true }),
+		{"asleep ignores a stale ready endpoint", base(phaseProxy, func(o *observed) { o.target.replicas = 0; o.ownReady = true }),
 			plan{slices: sliceEnsure, mode: elastiv1alpha1.ModeProxy, active: contract.ReasonScaledToZero}},
-		{"activation wakes", base(phaseProxy, func(o *observed) { o.replicas = 0; o.wakeRequested = true }),
+		{"activation wakes", base(phaseProxy, func(o *observed) { o.target.replicas = 0; o.demand.wake = true }),
 			plan{wake: true, slices: sliceEnsure, mode: elastiv1alpha1.ModeProxy, active: contract.ReasonWaking}},
-		{"resolvers gone while asleep: wake and fail open", base(phaseProxy, func(o *observed) { o.replicas = 0; o.resolvers = 0 }),
+		{"resolvers gone while asleep: wake and fail open", base(phaseProxy, func(o *observed) { o.target.replicas = 0; o.resolvers = 0 }),
 			plan{wake: true, failOpen: true, slices: sliceDelete, mode: elastiv1alpha1.ModeServe, active: contract.ReasonWaking, requeueAfter: 30 * time.Second}},
 		{"waking without endpoints keeps proxying", base(phaseWaking, nil),
 			plan{slices: sliceEnsure, mode: elastiv1alpha1.ModeProxy, active: contract.ReasonWaking}},
 		{"first ready endpoint: back to serve", base(phaseWaking, func(o *observed) { o.ownReady = true }), serve},
-		{"Service gone: out of the data path", base(phaseProxy, func(o *observed) { o.serviceFound = false; o.replicas = 0 }),
+		{"Service gone: out of the data path", base(phaseProxy, func(o *observed) { o.service.found = false; o.target.replicas = 0 }),
 			plan{slices: sliceDelete, mode: elastiv1alpha1.ModeServe, active: contract.ReasonServing, requeueAfter: 30 * time.Second}},
-		{"target gone: no wake", base(phaseProxy, func(o *observed) { o.targetFound = false; o.wakeRequested = true }),
+		{"target gone: no wake", base(phaseProxy, func(o *observed) { o.target.found = false; o.demand.wake = true }),
 			plan{slices: sliceDelete, mode: elastiv1alpha1.ModeServe, active: contract.ReasonServing, requeueAfter: 30 * time.Second}},
 
 		// An HPA in custody (package hpacustody) joins the triggers: all must say idle.
@@ -238,19 +246,19 @@ func TestDecide(t *testing.T) {
 			o.hpa = hpacustody.Observed{Exposed: true}
 		}), serve},
 		{"grace over, HPA in custody still reads zero: sleep", base(phaseScalingDown, func(o *observed) {
-			o.graceStartedAt = now.Add(-3 * time.Second)
+			o.grace.startedAt = now.Add(-3 * time.Second)
 			o.ownReady = true
 			o.noTriggers = true
 			o.hpa = hpacustody.Observed{Custody: true, Metrics: idle}
 		}), plan{slices: sliceEnsure, mode: elastiv1alpha1.ModeProxy, active: contract.ReasonScaledToZero, sleep: true}},
 		{"grace over, HPA in custody reads nonzero again: called off", base(phaseScalingDown, func(o *observed) {
-			o.graceStartedAt = now.Add(-3 * time.Second)
+			o.grace.startedAt = now.Add(-3 * time.Second)
 			o.ownReady = true
 			o.noTriggers = true
 			o.hpa = hpacustody.Observed{Custody: true, Metrics: active}
 		}), serve},
 		{"grace over, the HPA floor was lost meanwhile: called off", base(phaseScalingDown, func(o *observed) {
-			o.graceStartedAt = now.Add(-3 * time.Second)
+			o.grace.startedAt = now.Add(-3 * time.Second)
 			o.ownReady = true
 			o.triggers = idle
 			o.hpa = hpacustody.Observed{Exposed: true}
@@ -270,7 +278,7 @@ func TestNeedsTriggers(t *testing.T) {
 	now := time.Date(2030, 1, 1, 12, 0, 0, 0, time.UTC)
 	open := sleepgate.Verdict{Reason: sleepgate.ReasonOpen, Polls: true}
 	base := func(ph phase, mut func(*observed)) observed {
-		o := observed{now: now, phase: ph, targetFound: true, replicas: 1, sleep: open, gracePeriod: 2 * time.Second}
+		o := observed{now: now, phase: ph, sleep: open, target: targetObserved{found: true, replicas: 1}, grace: graceObserved{period: 2 * time.Second}}
 		if mut != nil {
 			mut(&o)
 		}
@@ -282,28 +290,28 @@ func TestNeedsTriggers(t *testing.T) {
 		want bool
 	}{
 		{"serve", base(phaseServe, nil), true},
-		{"serve, wake requested", base(phaseServe, func(o *observed) { o.wakeRequested = true }), false},
+		{"serve, wake requested", base(phaseServe, func(o *observed) { o.demand.wake = true }), false},
 		{"serve, in cooldown", base(phaseServe, func(o *observed) { o.sleep = sleepgate.Verdict{Reason: sleepgate.ReasonInCooldown, Polls: true} }), false},
-		{"serve, target at zero", base(phaseServe, func(o *observed) { o.replicas = 0 }), false},
-		{"serve, target missing", base(phaseServe, func(o *observed) { o.targetFound = false }), false},
-		{"grace just started", base(phaseScalingDown, func(o *observed) { o.graceStartedAt = now }), false},
-		{"grace running", base(phaseScalingDown, func(o *observed) { o.graceStartedAt = now.Add(-1999 * time.Millisecond) }), false},
-		{"grace over to the nanosecond", base(phaseScalingDown, func(o *observed) { o.graceStartedAt = now.Add(-2 * time.Second) }), true},
-		{"grace long over", base(phaseScalingDown, func(o *observed) { o.graceStartedAt = now.Add(-time.Minute) }), true},
+		{"serve, target at zero", base(phaseServe, func(o *observed) { o.target.replicas = 0 }), false},
+		{"serve, target missing", base(phaseServe, func(o *observed) { o.target.found = false }), false},
+		{"grace just started", base(phaseScalingDown, func(o *observed) { o.grace.startedAt = now }), false},
+		{"grace running", base(phaseScalingDown, func(o *observed) { o.grace.startedAt = now.Add(-1999 * time.Millisecond) }), false},
+		{"grace over to the nanosecond", base(phaseScalingDown, func(o *observed) { o.grace.startedAt = now.Add(-2 * time.Second) }), true},
+		{"grace long over", base(phaseScalingDown, func(o *observed) { o.grace.startedAt = now.Add(-time.Minute) }), true},
 		{"grace start unknown (new leader)", base(phaseScalingDown, nil), false},
 		{"grace over, wake requested", base(phaseScalingDown, func(o *observed) {
-			o.graceStartedAt = now.Add(-time.Minute)
-			o.wakeRequested = true
+			o.grace.startedAt = now.Add(-time.Minute)
+			o.demand.wake = true
 		}), false},
 		{"grace over, keep-awake", base(phaseScalingDown, func(o *observed) {
-			o.graceStartedAt = now.Add(-time.Minute)
+			o.grace.startedAt = now.Add(-time.Minute)
 			o.sleep = sleepgate.Verdict{Reason: sleepgate.ReasonKeepAwake}
 		}), false},
 		{"grace over, target at zero", base(phaseScalingDown, func(o *observed) {
-			o.graceStartedAt = now.Add(-time.Minute)
-			o.replicas = 0
+			o.grace.startedAt = now.Add(-time.Minute)
+			o.target.replicas = 0
 		}), false},
-		{"proxy", base(phaseProxy, func(o *observed) { o.replicas = 0 }), false},
+		{"proxy", base(phaseProxy, func(o *observed) { o.target.replicas = 0 }), false},
 		{"waking", base(phaseWaking, nil), false},
 	} {
 		if got := tc.o.needsTriggers(); got != tc.want {

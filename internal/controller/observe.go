@@ -53,34 +53,31 @@ func (r *Reconciler) observe(ctx context.Context, es *elastiv1alpha1.ElastiServi
 	// leader directly, or by a follower through the wake-now annotation.
 	activation := r.wakes.Pending(key) || wakecalls.Forwarded(es.Annotations)
 	o := observed{
-		now:            r.clock.Now(),
-		gracePeriod:    gracePeriodOf(es.Spec, r.cfg.GracePeriod),
-		pollInterval:   r.cfg.PollingInterval,
-		wakeRequested:  wakeNow || activation,
-		trafficSeen:    activation,
-		keepAwake:      contract.KeepAwake(es.Annotations),
-		graceStartedAt: graceStart(&r.grace, key),
-		noTriggers:     len(es.Spec.Triggers) == 0,
-		hpa:            hpacustody.Observed{Custody: hold.Custody, Exposed: hold.Exposed},
+		now:          r.clock.Now(),
+		pollInterval: r.cfg.PollingInterval,
+		noTriggers:   len(es.Spec.Triggers) == 0,
+		hpa:          hpacustody.Observed{Custody: hold.Custody, Exposed: hold.Exposed},
+		grace:        graceObserved{period: gracePeriodOf(es.Spec, r.cfg.GracePeriod), startedAt: graceStart(&r.grace, key)},
+		demand:       demand{wake: wakeNow || activation, traffic: activation, keepAwake: contract.KeepAwake(es.Annotations)},
 	}
 	// A pre-warm firing wakes as an activation call does.
-	o.preWarm, o.preWarmNext = preWarmFiring(ctx, es, o.now, lastPreWarm(&r.preWarmed, key))
-	o.wakeRequested = o.wakeRequested || !o.preWarm.IsZero()
+	o.demand.preWarm, o.demand.preWarmNext = preWarmFiring(ctx, es, o.now, lastPreWarm(&r.preWarmed, key))
+	o.demand.wake = o.demand.wake || !o.demand.preWarm.IsZero()
 	var l listed
 
 	svc := &corev1.Service{}
 	switch err := r.client.Get(ctx, types.NamespacedName{Namespace: es.Namespace, Name: es.Spec.Service}, svc); {
 	case err == nil:
-		o.serviceFound = true
+		o.service.found = true
 		// A Service whose shape cannot work is refused before it gets a
 		// port: it will never be in the data path.
-		if o.refusal = refusals.Service(svc); o.refusal.Refused() {
+		if o.service.refusal = refusals.Service(svc); o.service.refusal.Refused() {
 			r.ports.Release(key)
 			break
 		}
-		o.ports, o.portsErr = r.ports.Allocate(ctx, es, svc)
-		if o.portsErr != nil && !errors.Is(o.portsErr, ports.ErrPortsExhausted) {
-			return o, l, o.portsErr
+		o.service.ports, o.service.portsErr = r.ports.Allocate(ctx, es, svc)
+		if o.service.portsErr != nil && !errors.Is(o.service.portsErr, ports.ErrPortsExhausted) {
+			return o, l, o.service.portsErr
 		}
 	case apierrors.IsNotFound(err):
 	default:
@@ -89,22 +86,22 @@ func (r *Reconciler) observe(ctx context.Context, es *elastiv1alpha1.ElastiServi
 
 	var replicas int32
 	var err error
-	if !wakeFromZero(es, o.wakeRequested) || !r.targets.Cached(ctx, es.Namespace, es.Spec.ScaleTargetRef) {
-		replicas, err = r.scaler.Replicas(ctx, es.Namespace, es.Spec.ScaleTargetRef)
+	if !wakeFromZero(es, o.demand.wake) || !r.targets.Cached(ctx, es.Namespace, es.Spec.ScaleTargetRef) {
+		replicas, err = r.target.scaler.Replicas(ctx, es.Namespace, es.Spec.ScaleTargetRef)
 	}
 	switch {
 	case err == nil:
-		o.targetFound, o.replicas = true, replicas
+		o.target.found, o.target.replicas = true, replicas
 		if gvk, gerr := scaling.TargetGVK(es.Spec.ScaleTargetRef); gerr == nil {
 			if werr := r.targets.Ensure(gvk); werr != nil {
 				return o, l, werr
 			}
-			o.targetWatchReason, o.targetWatchErr = r.targets.Problem(ctx, es.Namespace, gvk)
+			o.target.watchReason, o.target.watchErr = r.targets.Problem(ctx, es.Namespace, gvk)
 		}
 	case apierrors.IsNotFound(err) || errors.Is(err, scaling.ErrTargetKindUnknown):
-		o.targetErr = "it does not exist"
+		o.target.err = "it does not exist"
 		if errors.Is(err, scaling.ErrTargetKindUnknown) {
-			o.targetErr = fmt.Sprintf("the API server serves no %s in %s", es.Spec.ScaleTargetRef.Kind, es.Spec.ScaleTargetRef.APIVersion)
+			o.target.err = fmt.Sprintf("the API server serves no %s in %s", es.Spec.ScaleTargetRef.Kind, es.Spec.ScaleTargetRef.APIVersion)
 		}
 	default:
 		return o, l, err
@@ -114,27 +111,27 @@ func (r *Reconciler) observe(ctx context.Context, es *elastiv1alpha1.ElastiServi
 		return o, l, err
 	}
 	o.resolvers = len(l.resolvers)
-	if o.serviceFound && !o.refusal.Refused() {
-		o.refusal = refusals.Family(svc, l.resolvers)
+	if o.service.found && !o.service.refusal.Refused() {
+		o.service.refusal = refusals.Family(svc, l.resolvers)
 	}
-	if o.serviceFound && o.targetFound && !o.refusal.Refused() {
-		o.refusal = refusals.Selector(svc, es.Spec.ScaleTargetRef, r.templates.labels(ctx, es.Namespace, es.Spec.ScaleTargetRef))
+	if o.service.found && o.target.found && !o.service.refusal.Refused() {
+		o.service.refusal = refusals.Selector(svc, es.Spec.ScaleTargetRef, r.templates.labels(ctx, es.Namespace, es.Spec.ScaleTargetRef))
 	}
 	if o.ownReady, err = proxyslices.ServiceReady(ctx, r.client, es.Namespace, es.Spec.Service); err != nil {
 		return o, l, err
 	}
-	o.ledger = r.observeLedger(ctx, es, svc, o)
+	o.concerns.ledger = r.observeLedger(ctx, es, svc, o)
 	pods, podsListed, err := r.wakingPods(ctx, es, svc, o)
 	if err != nil {
 		return o, l, err
 	}
 	notCreated := r.fallback.NotCreated(ctx, es, pods, podsListed)
-	if o.fallback, err = r.fallback.Observe(ctx, es, fallback.Wake{InProgress: wakeInProgress(es, o), OwnReady: o.ownReady, Pods: pods, NotCreated: notCreated}); err != nil {
+	if o.concerns.fallback, err = r.fallback.Observe(ctx, es, fallback.Wake{InProgress: wakeInProgress(es, o), OwnReady: o.ownReady, Pods: pods, NotCreated: notCreated}); err != nil {
 		return o, l, err
 	}
-	o.wake = wakeprogress.Observe(ctx, r.live, es, o.now, pods, podsListed, notCreated)
+	o.concerns.progress = wakeprogress.Observe(ctx, r.live, es, o.now, pods, podsListed, notCreated)
 
-	o.phase = currentPhase(es.Status, o.replicas)
+	o.phase = currentPhase(es.Status, o.target.replicas)
 	o.sleep = sleepgate.Evaluate(hpacustody.GateView(es, hold.Custody), o.now)
 	if o.needsTriggers() && !o.noTriggers {
 		res := r.triggers.Evaluate(ctx, es)
@@ -189,13 +186,13 @@ func lastPreWarm(firings *keyed.Map[types.NamespacedName, time.Time], key types.
 func (r *Reconciler) observeLedger(ctx context.Context, es *elastiv1alpha1.ElastiService, svc *corev1.Service, o observed) ledger.Observed {
 	requests := ledger.NoTemplate
 	var tpl templateLabels
-	if o.targetFound {
+	if o.target.found {
 		if t, ok := r.templates.read(ctx, es.Namespace, es.Spec.ScaleTargetRef); ok {
 			tpl, requests = t, t.requests
 		}
 	}
 	sel := tpl.labels
-	if len(sel) == 0 && o.serviceFound {
+	if len(sel) == 0 && o.service.found {
 		sel = svc.Spec.Selector
 	}
 	var pods ledger.PodLister
@@ -209,7 +206,7 @@ func (r *Reconciler) observeLedger(ctx context.Context, es *elastiv1alpha1.Elast
 // is in proxy mode, so the resolvers hold the Service's traffic, and its
 // target has replicas but no ready endpoint of its own yet.
 func wakeInProgress(es *elastiv1alpha1.ElastiService, o observed) bool {
-	return es.Status.Mode == elastiv1alpha1.ModeProxy && !o.ownReady && o.replicas > 0
+	return es.Status.Mode == elastiv1alpha1.ModeProxy && !o.ownReady && o.target.replicas > 0
 }
 
 // wakingPods lists the pods of the Service, live, while a wake is in
@@ -218,7 +215,7 @@ func wakeInProgress(es *elastiv1alpha1.ElastiService, o observed) bool {
 // (fallback.Tracker.NotCreated). A reconcile lists them once for all three.
 // listed is false when the Service has no selector to list them by.
 func (r *Reconciler) wakingPods(ctx context.Context, es *elastiv1alpha1.ElastiService, svc *corev1.Service, o observed) (pods []corev1.Pod, listed bool, err error) {
-	if !wakeInProgress(es, o) || !o.serviceFound || len(svc.Spec.Selector) == 0 || r.live == nil {
+	if !wakeInProgress(es, o) || !o.service.found || len(svc.Spec.Selector) == 0 || r.live == nil {
 		return nil, false, nil
 	}
 	list := &corev1.PodList{}

@@ -60,11 +60,11 @@ func TestPreWarmStatus(t *testing.T) {
 	firing := time.Date(2026, 3, 30, 6, 55, 0, 0, time.UTC)
 	now := firing.Add(40 * time.Second)
 	es := &elastiv1alpha1.ElastiService{}
-	st := desiredStatus(es, observed{now: now, preWarm: firing, serviceFound: true, targetFound: true}, plan{mode: elastiv1alpha1.ModeServe}, effects{woke: true, replicas: 1}, "ns")
+	st := desiredStatus(es, observed{now: now, demand: demand{preWarm: firing}, service: serviceObserved{found: true}, target: targetObserved{found: true}}, plan{mode: elastiv1alpha1.ModeServe}, effects{woke: true, replicas: 1}, "ns")
 	if st.LastPreWarmTime == nil || !st.LastPreWarmTime.Time.Equal(firing) || !st.LastScaledUpTime.Time.Equal(now) {
 		t.Errorf("lastPreWarmTime %v, lastScaledUpTime %v; want the firing %s and the wake %s", st.LastPreWarmTime, st.LastScaledUpTime, firing, now)
 	}
-	st = desiredStatus(es, observed{now: now, serviceFound: true, targetFound: true}, plan{mode: elastiv1alpha1.ModeServe}, effects{woke: true, replicas: 1}, "ns")
+	st = desiredStatus(es, observed{now: now, service: serviceObserved{found: true}, target: targetObserved{found: true}}, plan{mode: elastiv1alpha1.ModeServe}, effects{woke: true, replicas: 1}, "ns")
 	if st.LastPreWarmTime != nil {
 		t.Errorf("a wake without a firing recorded lastPreWarmTime %v", st.LastPreWarmTime)
 	}

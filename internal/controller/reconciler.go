@@ -31,14 +31,14 @@ import (
 // package proxyslices), and writeStatus (status.go) records the result.
 // Deletion takes its own path (deletion.go).
 type Reconciler struct {
-	client      client.Client
-	scaler      targetScaler
-	autoscalers autoscalerControl
-	hpas        *hpacustody.Custody
-	triggers    triggerEvaluator
-	recorder    eventRecorder
-	clock       clock.Clock
-	cfg         Config
+	client client.Client
+	// target writes the scale target (scaling.go).
+	target   *targetControl
+	hpas     *hpacustody.Custody
+	triggers triggerEvaluator
+	recorder eventRecorder
+	clock    clock.Clock
+	cfg      Config
 
 	ports   *ports.Allocator
 	wakes   *wakecalls.Requests
@@ -115,7 +115,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.
 	case rival != nil:
 		return r.standDown(ctx, es, rival, reason)
 	}
-	targetChanged, err := r.syncManagedTarget(ctx, es)
+	targetChanged, err := r.target.syncManaged(ctx, es)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
@@ -130,7 +130,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.
 	}
 	// A new target starts awake, as the old one was just restored: the
 	// serve/proxy cycle begins again from serve.
-	o.wakeRequested = o.wakeRequested || targetChanged
+	o.demand.wake = o.demand.wake || targetChanged
 	p := decide(o)
 	fx, err := r.execute(ctx, es, o, l, p)
 	if err == nil && fx.raised > 0 {
@@ -138,7 +138,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.
 		// Their count stands, and the raise calls the scale-down off as a
 		// request during the grace period would: decide again, as for a
 		// wake, from what the target now has.
-		o.replicas, o.wakeRequested = fx.raised, true
+		o.target.replicas, o.demand.wake = fx.raised, true
 		p = decide(o)
 		fx, err = r.execute(ctx, es, o, l, p)
 	}
@@ -165,8 +165,8 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.
 			return ctrl.Result{}, err
 		}
 	}
-	if fx.woke && !o.preWarm.IsZero() {
-		r.preWarmed.Set(req.NamespacedName, o.preWarm)
+	if fx.woke && !o.demand.preWarm.IsZero() {
+		r.preWarmed.Set(req.NamespacedName, o.demand.preWarm)
 	}
 	// Activation calls are answered only once the status records the wake,
 	// so a caller that sees the answer also sees lastScaledUpTime.
@@ -186,7 +186,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.
 func wakeOutcome(o observed, fx effects) wakecalls.Outcome {
 	return wakecalls.Outcome{
 		Woke: fx.woke, Replicas: fx.replicas,
-		CannotWake: o.wakeRequested && !o.targetFound, TargetErr: o.targetErr,
+		CannotWake: o.demand.wake && !o.target.found, TargetErr: o.target.err,
 	}
 }
 
@@ -201,7 +201,7 @@ func (r *Reconciler) execute(ctx context.Context, es *elastiv1alpha1.ElastiServi
 	log := ctrl.LoggerFrom(ctx)
 	var fx effects
 	if p.wake {
-		n, scaled, err := r.wakeTarget(ctx, es, o.replicas)
+		n, scaled, err := r.target.wake(ctx, es, o.target.replicas)
 		if err != nil {
 			return fx, err
 		}
@@ -213,19 +213,19 @@ func (r *Reconciler) execute(ctx context.Context, es *elastiv1alpha1.ElastiServi
 			r.recorder.Eventf(es, nil, corev1.EventTypeNormal, EventWoke, "Wake", "woke %s %s to %d replicas", es.Spec.ScaleTargetRef.Kind, es.Spec.ScaleTargetRef.Name, n)
 		}
 		if p.sleepCancelled {
-			log.Info("scale-down called off: traffic seen during the confirmation window", "gracePeriod", o.gracePeriod)
+			log.Info("scale-down called off: traffic seen during the confirmation window", "gracePeriod", o.grace.period)
 			r.recorder.Eventf(es, nil, corev1.EventTypeNormal, EventSleepCancelled, "ScaleDown",
 				"sleep cancelled: traffic seen during the confirmation window; %s %s stays up and its cooldown starts again",
 				es.Spec.ScaleTargetRef.Kind, es.Spec.ScaleTargetRef.Name)
 		}
-		if !o.preWarm.IsZero() {
-			log.Info("pre-warm firing acted on", "firing", o.preWarm, "replicas", n, "scaled", scaled)
-			r.announcePreWarm(es, o.preWarm, n, scaled)
+		if !o.demand.preWarm.IsZero() {
+			log.Info("pre-warm firing acted on", "firing", o.demand.preWarm, "replicas", n, "scaled", scaled)
+			r.announcePreWarm(es, o.demand.preWarm, n, scaled)
 		}
 	}
 	var want []*discoveryv1.EndpointSlice
 	if p.slices == sliceEnsure {
-		want = proxyslices.Build(es, o.ports, l.resolvers)
+		want = proxyslices.Build(es, o.service.ports, l.resolvers)
 	}
 	if len(want) > 0 {
 		// The allocation is durable before a slice uses it, so that a
@@ -242,7 +242,7 @@ func (r *Reconciler) execute(ctx context.Context, es *elastiv1alpha1.ElastiServi
 	}
 	// A refusal that leaves the data path is announced by writeStatus, with
 	// the refusal's own reason.
-	if p.failOpen && !o.refusal.Refused() {
+	if p.failOpen && !o.service.refusal.Refused() {
 		log.Info("no ready resolvers: proxy slice removed, target kept awake")
 		r.recorder.Eventf(es, nil, corev1.EventTypeWarning, EventResolversGone, "FailOpen",
 			"no ready resolver in %s: removed the proxy EndpointSlice and kept %s %s awake", r.cfg.ResolverNamespace, es.Spec.ScaleTargetRef.Kind, es.Spec.ScaleTargetRef.Name)
@@ -260,7 +260,7 @@ func (r *Reconciler) execute(ctx context.Context, es *elastiv1alpha1.ElastiServi
 		r.grace.Delete(key)
 	}
 	if p.sleep {
-		n, err := r.sleepTarget(ctx, es, o.replicas)
+		n, err := r.target.sleep(ctx, es, o.target.replicas)
 		if err != nil {
 			return fx, err
 		}

@@ -35,10 +35,24 @@ type autoscalerControl interface {
 	HPAMinReplicas(ctx context.Context, namespace, name string) (int32, error)
 }
 
-// wakeTarget unpauses KEDA and, when the target is at zero, scales it to
+// targetControl writes the scale target, through /scale, and what goes with
+// it: KEDA's pause, the annotation that remembers which target the
+// ElastiService manages. Its four steps (wake, sleep, restore,
+// syncManaged) are called by the reconcile (execute, before observe) and
+// by deletion and stand-down, always in the order of docs/architecture.md,
+// "The order of the writes".
+type targetControl struct {
+	scaler      targetScaler
+	autoscalers autoscalerControl
+	recorder    eventRecorder
+	// client patches the ElastiService's annotation (syncManaged).
+	client client.Writer
+}
+
+// wake unpauses KEDA and, when the target is at zero, scales it to
 // minTargetReplicas (or the HPA's floor if higher). It returns the replica
 // count the target now has, and whether this call scaled it up.
-func (r *Reconciler) wakeTarget(ctx context.Context, es *elastiv1alpha1.ElastiService, current int32) (int32, bool, error) {
+func (r *targetControl) wake(ctx context.Context, es *elastiv1alpha1.ElastiService, current int32) (int32, bool, error) {
 	if a := es.Spec.Autoscaler; a != nil && a.Type == elastiv1alpha1.AutoscalerKEDA {
 		if err := r.autoscalers.UnpauseKEDA(ctx, es.Namespace, a.Name); err != nil {
 			return 0, false, err
@@ -71,14 +85,14 @@ func (r *Reconciler) wakeTarget(ctx context.Context, es *elastiv1alpha1.ElastiSe
 	return want, true, nil
 }
 
-// sleepTarget pauses KEDA, then scales the target to zero from the replica
+// sleep pauses KEDA, then scales the target to zero from the replica
 // count observe read, never from another: the write is conditional, as the
 // wake's is. It returns the replicas the target has afterwards: zero once it
 // sleeps; more when someone raised it since it was read, in which case
 // their count stands. A target lowered in the meantime (an HPA scaling in,
 // KEDA applying its pause) is followed down, a few times at most; after that
 // the scale-down is given up, which errs on the side of a target kept up.
-func (r *Reconciler) sleepTarget(ctx context.Context, es *elastiv1alpha1.ElastiService, from int32) (int32, error) {
+func (r *targetControl) sleep(ctx context.Context, es *elastiv1alpha1.ElastiService, from int32) (int32, error) {
 	if a := es.Spec.Autoscaler; a != nil && a.Type == elastiv1alpha1.AutoscalerKEDA {
 		found, err := r.autoscalers.PauseKEDA(ctx, es.Namespace, a.Name)
 		if err != nil {
@@ -108,10 +122,10 @@ func (r *Reconciler) sleepTarget(ctx context.Context, es *elastiv1alpha1.ElastiS
 	}
 }
 
-// restoreTarget puts a target Elasti may have put to sleep back to at least
+// restore puts a target Elasti may have put to sleep back to at least
 // minTargetReplicas, and returns its replicas. A target that no longer
 // exists is fine: found is false.
-func (r *Reconciler) restoreTarget(ctx context.Context, es *elastiv1alpha1.ElastiService, ref elastiv1alpha1.ScaleTargetRef) (replicas int32, found bool, err error) {
+func (r *targetControl) restore(ctx context.Context, es *elastiv1alpha1.ElastiService, ref elastiv1alpha1.ScaleTargetRef) (replicas int32, found bool, err error) {
 	n, err := r.scaler.Replicas(ctx, es.Namespace, ref)
 	if apierrors.IsNotFound(err) || errors.Is(err, scaling.ErrTargetKindUnknown) {
 		return 0, false, nil
@@ -131,17 +145,17 @@ func (r *Reconciler) restoreTarget(ctx context.Context, es *elastiv1alpha1.Elast
 	return want, true, nil
 }
 
-// syncManagedTarget remembers the target in an annotation and, when
+// syncManaged remembers the target in an annotation and, when
 // spec.scaleTargetRef changed, restores the old target to at least
 // minTargetReplicas. It reports whether the target changed.
-func (r *Reconciler) syncManagedTarget(ctx context.Context, es *elastiv1alpha1.ElastiService) (bool, error) {
+func (r *targetControl) syncManaged(ctx context.Context, es *elastiv1alpha1.ElastiService) (bool, error) {
 	cur := encodeTarget(es.Spec.ScaleTargetRef)
 	prev, had := es.Annotations[contract.AnnotationScaleTarget]
 	if had && prev == cur {
 		return false, nil
 	}
 	if old, ok := decodeTarget(prev); had && ok {
-		if _, _, err := r.restoreTarget(ctx, es, old); err != nil {
+		if _, _, err := r.restore(ctx, es, old); err != nil {
 			return false, err
 		}
 		r.recorder.Eventf(es, nil, corev1.EventTypeNormal, EventTargetChanged, "ChangeTarget", "scale target changed from %s %s; restored it", old.Kind, old.Name)

@@ -95,14 +95,13 @@ func Setup(ctx context.Context, mgr ctrl.Manager, cfg Config, deps Deps) (*wakec
 
 	recorder := mgr.GetEventRecorder("elasti-operator")
 	r := &Reconciler{
-		client:      mgr.GetClient(),
-		scaler:      deps.Scaler,
-		autoscalers: deps.Autoscalers,
-		hpas:        &hpacustody.Custody{Cache: mgr.GetClient(), Floors: deps.HPAFloors, Recorder: recorder},
-		triggers:    deps.Triggers,
-		recorder:    recorder,
-		clock:       cfg.Clock,
-		cfg:         cfg,
+		client:   mgr.GetClient(),
+		target:   &targetControl{scaler: deps.Scaler, autoscalers: deps.Autoscalers, recorder: recorder, client: mgr.GetClient()},
+		hpas:     &hpacustody.Custody{Cache: mgr.GetClient(), Floors: deps.HPAFloors, Recorder: recorder},
+		triggers: deps.Triggers,
+		recorder: recorder,
+		clock:    cfg.Clock,
+		cfg:      cfg,
 		ports: ports.NewAllocator(cfg.PortRangeStart, cfg.PortRangeEnd, ports.CacheHolders(mgr.GetClient()), ports.ReusePolicy{
 			Quarantine: cfg.PortQuarantine, Clock: timers, InUse: ports.CacheInUse(mgr.GetClient()), RandN: rand.IntN,
 			Reserved: func(n int) { resolverPortsAllocated.Set(float64(n)) },

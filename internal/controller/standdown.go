@@ -54,7 +54,7 @@ func (r *Reconciler) standDown(ctx context.Context, es *elastiv1alpha1.ElastiSer
 	r.wakes.Complete(key, 0, fmt.Errorf("ElastiService %s stands down: %s manages the same %s", key, rival.Name, refusals.Claimed(reason)))
 	if prev, had := es.Annotations[contract.AnnotationScaleTarget]; had {
 		if old, ok := decodeTarget(prev); ok && !sameTarget(old, rival.Spec.ScaleTargetRef) {
-			if _, _, err := r.restoreTarget(ctx, es, old); err != nil {
+			if _, _, err := r.target.restore(ctx, es, old); err != nil {
 				return ctrl.Result{}, err
 			}
 		}

@@ -68,15 +68,15 @@ func desiredStatus(es *elastiv1alpha1.ElastiService, o observed, p plan, fx effe
 	now := metav1.NewTime(o.now)
 	st.ObservedGeneration = es.Generation
 	st.Mode = p.mode
-	if o.serviceFound && o.portsErr == nil {
-		st.ProxyPorts = o.ports
+	if o.service.found && o.service.portsErr == nil {
+		st.ProxyPorts = o.service.ports
 	}
 	if fx.woke {
 		st.LastScaledUpTime = &now
-		if !o.preWarm.IsZero() {
+		if !o.demand.preWarm.IsZero() {
 			// The firing is recorded with the wake it caused, so that it
 			// is acted on once.
-			st.LastPreWarmTime = &metav1.Time{Time: o.preWarm}
+			st.LastPreWarmTime = &metav1.Time{Time: o.demand.preWarm}
 		}
 	}
 	if fx.slept {
@@ -94,21 +94,21 @@ func desiredStatus(es *elastiv1alpha1.ElastiService, o observed, p plan, fx effe
 
 	// Ready: can Elasti do its job for this Service?
 	switch {
-	case !o.serviceFound:
+	case !o.service.found:
 		set(elastiv1alpha1.ConditionReady, metav1.ConditionFalse, ReasonServiceNotFound,
 			fmt.Sprintf("Service %s/%s does not exist; create it or fix spec.service", es.Namespace, es.Spec.Service))
-	case o.refusal.Refused():
-		set(elastiv1alpha1.ConditionReady, metav1.ConditionFalse, o.refusal.Reason, o.refusal.Message)
-	case o.portsErr != nil:
+	case o.service.refusal.Refused():
+		set(elastiv1alpha1.ConditionReady, metav1.ConditionFalse, o.service.refusal.Reason, o.service.refusal.Message)
+	case o.service.portsErr != nil:
 		set(elastiv1alpha1.ConditionReady, metav1.ConditionFalse, ReasonPortsExhausted,
-			o.portsErr.Error()+"; widen the operator's and the resolver's --port-range")
-	case !o.targetFound:
+			o.service.portsErr.Error()+"; widen the operator's and the resolver's --port-range")
+	case !o.target.found:
 		set(elastiv1alpha1.ConditionReady, metav1.ConditionFalse, ReasonTargetNotFound,
-			fmt.Sprintf("scale target %s %s cannot be scaled: %s", es.Spec.ScaleTargetRef.Kind, es.Spec.ScaleTargetRef.Name, o.targetErr))
-	case o.targetWatchReason != "":
-		set(elastiv1alpha1.ConditionReady, metav1.ConditionFalse, o.targetWatchReason,
-			o.targetWatchErr+"; until then the target is woken through /scale but not put to sleep")
-	case len(o.ports) == 0:
+			fmt.Sprintf("scale target %s %s cannot be scaled: %s", es.Spec.ScaleTargetRef.Kind, es.Spec.ScaleTargetRef.Name, o.target.err))
+	case o.target.watchReason != "":
+		set(elastiv1alpha1.ConditionReady, metav1.ConditionFalse, o.target.watchReason,
+			o.target.watchErr+"; until then the target is woken through /scale but not put to sleep")
+	case len(o.service.ports) == 0:
 		set(elastiv1alpha1.ConditionReady, metav1.ConditionFalse, ReasonNoServicePorts,
 			fmt.Sprintf("Service %s/%s has no TCP port the resolver could hold", es.Namespace, es.Spec.Service))
 	case p.mode == elastiv1alpha1.ModeProxy:
@@ -119,13 +119,13 @@ func desiredStatus(es *elastiv1alpha1.ElastiService, o observed, p plan, fx effe
 
 	// Active: does the target have replicas?
 	switch {
-	case !o.targetFound:
+	case !o.target.found:
 		set(elastiv1alpha1.ConditionActive, metav1.ConditionUnknown, ReasonTargetNotFound, "the scale target cannot be read")
 	case p.active == contract.ReasonScaledToZero:
 		set(elastiv1alpha1.ConditionActive, metav1.ConditionFalse, contract.ReasonScaledToZero, "the target is at zero replicas; the resolvers hold its traffic")
 	case p.active == contract.ReasonScalingDown:
 		set(elastiv1alpha1.ConditionActive, metav1.ConditionTrue, contract.ReasonScalingDown, fmt.Sprintf(
-			"the triggers are idle; the target goes to zero after the %s grace period, unless traffic reaches a resolver first", o.gracePeriod))
+			"the triggers are idle; the target goes to zero after the %s grace period, unless traffic reaches a resolver first", o.grace.period))
 	case p.active == contract.ReasonWaking:
 		set(elastiv1alpha1.ConditionActive, metav1.ConditionTrue, contract.ReasonWaking, "the target was woken and has no ready endpoint yet")
 	default:
@@ -187,9 +187,9 @@ func desiredStatus(es *elastiv1alpha1.ElastiService, o observed, p plan, fx effe
 	} else {
 		set(elastiv1alpha1.ConditionTargetReady, metav1.ConditionFalse, ReasonNoReadyEndpoint, "the Service's own EndpointSlices list no ready endpoint of the target")
 	}
-	fallback.SetCondition(&st, es.Generation, o.fallback, o.now)
-	st.Ledger = ledger.Next(es, st, o.now, o.replicas, o.ledger)
-	st.WakeProgress = wakeprogress.Next(es.Status.WakeProgress, st, o.wake, p.mode, p.active, o.now)
+	fallback.SetCondition(&st, es.Generation, o.concerns.fallback, o.now)
+	st.Ledger = ledger.Next(es, st, o.now, o.target.replicas, o.concerns.ledger)
+	st.WakeProgress = wakeprogress.Next(es.Status.WakeProgress, st, o.concerns.progress, p.mode, p.active, o.now)
 	return st
 }
 
@@ -253,7 +253,7 @@ func (r *Reconciler) writeStatus(ctx context.Context, es *elastiv1alpha1.ElastiS
 // after, so a scale-down planned now is recorded as still in its grace
 // period (ScalingDown), the phase the next reconcile finishes it from.
 func (r *Reconciler) recordProxyPorts(ctx context.Context, es *elastiv1alpha1.ElastiService, o observed, p plan, fx effects) (bool, error) {
-	if equality.Semantic.DeepEqual(es.Status.ProxyPorts, o.ports) && es.Status.Mode == elastiv1alpha1.ModeProxy {
+	if equality.Semantic.DeepEqual(es.Status.ProxyPorts, o.service.ports) && es.Status.Mode == elastiv1alpha1.ModeProxy {
 		return false, nil
 	}
 	if p.sleep {

@@ -18,10 +18,14 @@ import (
 func TestDesiredStatusIsStable(t *testing.T) {
 	es := &elastiv1alpha1.ElastiService{ObjectMeta: metav1.ObjectMeta{Name: "a", Namespace: "n", Generation: 3}, Spec: elastiv1alpha1.ElastiServiceSpec{Service: "s"}}
 	t0 := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
-	o := observed{now: t0, serviceFound: true, targetFound: true, replicas: 1, resolvers: 1,
-		ports:    []elastiv1alpha1.ProxyPort{{Name: "http", Port: 80, ResolverPort: 20000}},
-		sleep:    sleepgate.Verdict{Reason: sleepgate.ReasonOpen, Polls: true},
-		triggers: &scaling.Result{State: scaling.StateActive, Message: "trigger 0: at or above the threshold 1", Value: 3}}
+	o := observed{
+		now:       t0,
+		resolvers: 1,
+		sleep:     sleepgate.Verdict{Reason: sleepgate.ReasonOpen, Polls: true},
+		triggers:  &scaling.Result{State: scaling.StateActive, Message: "trigger 0: at or above the threshold 1", Value: 3},
+		service:   serviceObserved{found: true, ports: []elastiv1alpha1.ProxyPort{{Name: "http", Port: 80, ResolverPort: 20000}}},
+		target:    targetObserved{found: true, replicas: 1},
+	}
 	p := decide(o)
 	st := desiredStatus(es, o, p, effects{}, "elasti-system")
 	if !statusChanged(es.Status, st) {
@@ -64,9 +68,14 @@ func TestDesiredStatusIsStable(t *testing.T) {
 func TestStatusWordsTheHPA(t *testing.T) {
 	es := &elastiv1alpha1.ElastiService{ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "n"},
 		Spec: elastiv1alpha1.ElastiServiceSpec{Service: "web", Autoscaler: &elastiv1alpha1.AutoscalerRef{Type: elastiv1alpha1.AutoscalerHPA, Name: "web"}}}
-	o := observed{now: time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC), serviceFound: true, targetFound: true, replicas: 1, resolvers: 1,
-		ports: []elastiv1alpha1.ProxyPort{{Name: "http", Port: 80, ResolverPort: 20000}},
-		sleep: sleepgate.Verdict{Reason: sleepgate.ReasonOpen, Polls: true}, noTriggers: true}
+	o := observed{
+		now:        time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC),
+		resolvers:  1,
+		sleep:      sleepgate.Verdict{Reason: sleepgate.ReasonOpen, Polls: true},
+		noTriggers: true,
+		service:    serviceObserved{found: true, ports: []elastiv1alpha1.ProxyPort{{Name: "http", Port: 80, ResolverPort: 20000}}},
+		target:     targetObserved{found: true, replicas: 1},
+	}
 	for _, tc := range []struct {
 		name   string
 		hpa    hpacustody.Observed

@@ -23,8 +23,12 @@ func TestDecideWakeRecheck(t *testing.T) {
 	now := wakeAt
 	waking := func(w wakeprogress.Observed) observed {
 		return observed{
-			now: now, phase: phaseWaking, serviceFound: true, targetFound: true, replicas: 1, resolvers: 1,
-			ports: []elastiv1alpha1.ProxyPort{{Name: "http", Port: 80, ResolverPort: 20000}}, wake: w,
+			now:       now,
+			phase:     phaseWaking,
+			resolvers: 1,
+			service:   serviceObserved{found: true, ports: []elastiv1alpha1.ProxyPort{{Name: "http", Port: 80, ResolverPort: 20000}}},
+			target:    targetObserved{found: true, replicas: 1},
+			concerns:  concernsObserved{progress: w},
 		}
 	}
 	pulling := wakeprogress.Observed{Pending: true, Began: now, Looked: true, Phase: elastiv1alpha1.WakePhasePullingImage}
@@ -39,12 +43,12 @@ func TestDecideWakeRecheck(t *testing.T) {
 		{"no wake from zero", waking(wakeprogress.Observed{}), 0},
 		{"a sooner fallback deadline stays", func() observed {
 			o := waking(pulling)
-			o.fallback = fallback.Observed{After: 30 * time.Second, Waking: true, WokeAt: now.Add(-30*time.Second + 200*time.Millisecond)}
+			o.concerns.fallback = fallback.Observed{After: 30 * time.Second, Waking: true, WokeAt: now.Add(-30*time.Second + 200*time.Millisecond)}
 			return o
 		}(), 200 * time.Millisecond},
 		{"the fallback's 5 s recheck gives way", func() observed {
 			o := waking(pulling)
-			o.fallback = fallback.Observed{After: time.Hour, Waking: true, WokeAt: now}
+			o.concerns.fallback = fallback.Observed{After: time.Hour, Waking: true, WokeAt: now}
 			return o
 		}(), wakeprogress.RecheckInterval},
 	}
@@ -69,9 +73,13 @@ func TestDesiredStatusWakeProgress(t *testing.T) {
 	es.Status.Mode = elastiv1alpha1.ModeProxy
 	meta.SetStatusCondition(&es.Status.Conditions, metav1.Condition{Type: elastiv1alpha1.ConditionActive, Status: metav1.ConditionFalse, Reason: contract.ReasonScaledToZero})
 	o := observed{
-		now: wakeAt, phase: phaseProxy, serviceFound: true, targetFound: true, resolvers: 1, wakeRequested: true,
-		ports: []elastiv1alpha1.ProxyPort{{Name: "http", Port: 80, ResolverPort: 20000}},
-		wake:  wakeprogress.Observed{Pending: true, Began: wakeAt},
+		now:       wakeAt,
+		phase:     phaseProxy,
+		resolvers: 1,
+		service:   serviceObserved{found: true, ports: []elastiv1alpha1.ProxyPort{{Name: "http", Port: 80, ResolverPort: 20000}}},
+		target:    targetObserved{found: true},
+		demand:    demand{wake: true},
+		concerns:  concernsObserved{progress: wakeprogress.Observed{Pending: true, Began: wakeAt}},
 	}
 	p := decide(o)
 	st := desiredStatus(es, o, p, effects{woke: true, replicas: 1}, "elasti-system")
@@ -81,8 +89,8 @@ func TestDesiredStatusWakeProgress(t *testing.T) {
 	}
 
 	es.Status = st
-	o.now, o.phase, o.replicas, o.wakeRequested = wakeAt.Add(time.Second), phaseWaking, 1, false
-	o.wake = wakeprogress.Observed{Pending: true, Began: wakeAt, Looked: true, Phase: elastiv1alpha1.WakePhaseScaling, Message: wakeprogress.MsgNoPod}
+	o.now, o.phase, o.target.replicas, o.demand.wake = wakeAt.Add(time.Second), phaseWaking, 1, false
+	o.concerns.progress = wakeprogress.Observed{Pending: true, Began: wakeAt, Looked: true, Phase: elastiv1alpha1.WakePhaseScaling, Message: wakeprogress.MsgNoPod}
 	p = decide(o)
 	if next := desiredStatus(es, o, p, effects{}, "elasti-system"); statusChanged(es.Status, next) {
 		t.Errorf("a second reconcile with no pod yet changed the status:\n%s", cmp.Diff(es.Status, next))
