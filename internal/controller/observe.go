@@ -18,7 +18,6 @@ import (
 	"elasti.dev/elasti/internal/controller/fallback"
 	"elasti.dev/elasti/internal/controller/hpacustody"
 	"elasti.dev/elasti/internal/controller/ledger"
-	"elasti.dev/elasti/internal/controller/ports"
 	"elasti.dev/elasti/internal/controller/proxyslices"
 	"elasti.dev/elasti/internal/controller/refusals"
 	"elasti.dev/elasti/internal/controller/wakecalls"
@@ -41,6 +40,9 @@ type listed struct {
 	// their count (observed.resolvers), execute builds the proxy slices
 	// from them.
 	resolvers []proxyslices.Resolver
+	// service is the Service spec.service names; nil when it does not
+	// exist. claim allocates resolver ports to its ports.
+	service *corev1.Service
 }
 
 // observe reads everything decide needs, and keeps in listed what the
@@ -68,17 +70,8 @@ func (r *Reconciler) observe(ctx context.Context, es *elastiv1alpha1.ElastiServi
 	svc := &corev1.Service{}
 	switch err := r.client.Get(ctx, types.NamespacedName{Namespace: es.Namespace, Name: es.Spec.Service}, svc); {
 	case err == nil:
-		o.service.found = true
-		// A Service whose shape cannot work is refused before it gets a
-		// port: it will never be in the data path.
-		if o.service.refusal = refusals.Service(svc); o.service.refusal.Refused() {
-			r.ports.Release(key)
-			break
-		}
-		o.service.ports, o.service.portsErr = r.ports.Allocate(ctx, es, svc)
-		if o.service.portsErr != nil && !errors.Is(o.service.portsErr, ports.ErrPortsExhausted) {
-			return o, l, o.service.portsErr
-		}
+		o.service.found, l.service = true, svc
+		o.service.refusal = refusals.Service(svc)
 	case apierrors.IsNotFound(err):
 	default:
 		return o, l, fmt.Errorf("get Service %s/%s: %w", es.Namespace, es.Spec.Service, err)
@@ -92,12 +85,6 @@ func (r *Reconciler) observe(ctx context.Context, es *elastiv1alpha1.ElastiServi
 	switch {
 	case err == nil:
 		o.target.found, o.target.replicas = true, replicas
-		if gvk, gerr := scaling.TargetGVK(es.Spec.ScaleTargetRef); gerr == nil {
-			if werr := r.targets.Ensure(gvk); werr != nil {
-				return o, l, werr
-			}
-			o.target.watchReason, o.target.watchErr = r.targets.Problem(ctx, es.Namespace, gvk)
-		}
 	case apierrors.IsNotFound(err) || errors.Is(err, scaling.ErrTargetKindUnknown):
 		o.target.err = "it does not exist"
 		if errors.Is(err, scaling.ErrTargetKindUnknown) {

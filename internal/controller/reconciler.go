@@ -128,6 +128,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.
 	if err != nil {
 		return ctrl.Result{}, err
 	}
+	if err := r.claim(ctx, es, l, &o); err != nil {
+		return ctrl.Result{}, err
+	}
 	// A new target starts awake, as the old one was just restored: the
 	// serve/proxy cycle begins again from serve.
 	o.demand.wake = o.demand.wake || targetChanged
