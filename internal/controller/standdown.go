@@ -14,6 +14,7 @@ import (
 	"elasti.dev/elasti/internal/controller/proxyslices"
 	"elasti.dev/elasti/internal/controller/refusals"
 	"elasti.dev/elasti/internal/controller/targets"
+	"elasti.dev/elasti/internal/controller/watches"
 	"elasti.dev/elasti/internal/scaling"
 )
 
@@ -23,7 +24,7 @@ import (
 func findRival(ctx context.Context, c client.Reader, es *elastiv1alpha1.ElastiService) (*elastiv1alpha1.ElastiService, string, error) {
 	var found []elastiv1alpha1.ElastiService
 	byService := &elastiv1alpha1.ElastiServiceList{}
-	if err := c.List(ctx, byService, client.InNamespace(es.Namespace), client.MatchingFields{indexService: es.Spec.Service}); err != nil {
+	if err := c.List(ctx, byService, client.InNamespace(es.Namespace), client.MatchingFields{watches.IndexService: es.Spec.Service}); err != nil {
 		return nil, "", fmt.Errorf("list ElastiServices of Service %s/%s: %w", es.Namespace, es.Spec.Service, err)
 	}
 	found = append(found, byService.Items...)

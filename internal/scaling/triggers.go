@@ -56,8 +56,8 @@ type Evaluator struct {
 	Secrets client.Reader
 	// Endpoints lists the EndpointSlices of the Services whose pods
 	// podMetrics triggers scrape. It must see every endpoint: the
-	// operator's cache keeps only one of each slice's (trimEndpointSlice in
-	// internal/controller), so the operator passes a live reader.
+	// operator's cache keeps only one of each slice's (trimEndpointSlice,
+	// internal/controller/watches), so the operator passes a live reader.
 	Endpoints client.Reader
 	// DefaultServerAddress is used when a prometheus trigger has no
 	// serverAddress.

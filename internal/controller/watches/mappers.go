@@ -1,4 +1,4 @@
-package controller
+package watches
 
 import (
 	"context"
@@ -16,28 +16,35 @@ import (
 	"elasti.dev/elasti/internal/controller/targets"
 )
 
-// mappers turn the events of the controller's watches (setup.go) into
+// Field indexes on ElastiServices that the mappers list by; the operator's
+// setup registers them.
+const (
+	IndexService = "elasti.spec.service"
+	IndexMode    = "elasti.status.mode"
+)
+
+// Mappers turn the events of the controller's watches into
 // reconcile requests: each maps an object to the ElastiServices that must
 // look at it again, through the field indexes on ElastiServices. They read
 // the cache only, and never the reconciler's state.
-type mappers struct {
-	// client lists ElastiServices from the cache, by index.
-	client client.Reader
+type Mappers struct {
+	// Client lists ElastiServices from the cache, by index.
+	Client client.Reader
 }
 
-// forService maps a Service to the ElastiServices that name it.
-func (m mappers) forService(ctx context.Context, obj client.Object) []reconcile.Request {
-	return m.byIndex(ctx, obj.GetNamespace(), indexService, obj.GetName())
+// ForService maps a Service to the ElastiServices that name it.
+func (m Mappers) ForService(ctx context.Context, obj client.Object) []reconcile.Request {
+	return m.byIndex(ctx, obj.GetNamespace(), IndexService, obj.GetName())
 }
 
-// forRivals maps an ElastiService to the others that name its Service or
+// ForRivals maps an ElastiService to the others that name its Service or
 // its target, old spec and new (the handler maps both objects of an update).
-func (m mappers) forRivals(ctx context.Context, obj client.Object) []reconcile.Request {
+func (m Mappers) ForRivals(ctx context.Context, obj client.Object) []reconcile.Request {
 	es, ok := obj.(*elastiv1alpha1.ElastiService)
 	if !ok {
 		return nil
 	}
-	out := m.byIndex(ctx, es.Namespace, indexService, es.Spec.Service)
+	out := m.byIndex(ctx, es.Namespace, IndexService, es.Spec.Service)
 	if keys := targets.IndexValues(es); len(keys) == 1 {
 		out = append(out, m.byIndex(ctx, es.Namespace, targets.Index, keys[0])...)
 	}
@@ -51,9 +58,9 @@ func (m mappers) forRivals(ctx context.Context, obj client.Object) []reconcile.R
 	return kept
 }
 
-// forSlice maps one of Elasti's proxy slices to the ElastiService that
+// ForSlice maps one of Elasti's proxy slices to the ElastiService that
 // owns it, and any other slice to the ElastiServices that name its Service.
-func (m mappers) forSlice(ctx context.Context, obj client.Object) []reconcile.Request {
+func (m Mappers) ForSlice(ctx context.Context, obj client.Object) []reconcile.Request {
 	if obj.GetLabels()[contract.LabelManagedBy] == contract.ManagedBy {
 		var out []reconcile.Request
 		for _, o := range obj.GetOwnerReferences() {
@@ -67,17 +74,17 @@ func (m mappers) forSlice(ctx context.Context, obj client.Object) []reconcile.Re
 	if svc == "" {
 		return nil
 	}
-	return m.byIndex(ctx, obj.GetNamespace(), indexService, svc)
+	return m.byIndex(ctx, obj.GetNamespace(), IndexService, svc)
 }
 
-// forResolverPod wakes up the ElastiServices whose proxy slice lists
+// ForResolverPod wakes up the ElastiServices whose proxy slice lists
 // resolvers; those in serve mode look at resolvers when they next need them.
-func (m mappers) forResolverPod(ctx context.Context, _ client.Object) []reconcile.Request {
-	return m.byIndex(ctx, "", indexMode, string(elastiv1alpha1.ModeProxy))
+func (m Mappers) ForResolverPod(ctx context.Context, _ client.Object) []reconcile.Request {
+	return m.byIndex(ctx, "", IndexMode, string(elastiv1alpha1.ModeProxy))
 }
 
-// forTarget maps a target of one kind to the ElastiServices naming it.
-func (m mappers) forTarget(gvk schema.GroupVersionKind) func(context.Context, *metav1.PartialObjectMetadata) []reconcile.Request {
+// ForTarget maps a target of one kind to the ElastiServices naming it.
+func (m Mappers) ForTarget(gvk schema.GroupVersionKind) func(context.Context, *metav1.PartialObjectMetadata) []reconcile.Request {
 	return func(ctx context.Context, obj *metav1.PartialObjectMetadata) []reconcile.Request {
 		return m.byIndex(ctx, obj.GetNamespace(), targets.Index, targets.Key(gvk.Group, gvk.Kind, obj.GetName()))
 	}
@@ -86,13 +93,13 @@ func (m mappers) forTarget(gvk schema.GroupVersionKind) func(context.Context, *m
 // byIndex lists, from the cache, the ElastiServices whose index has value,
 // in namespace or, when it is empty, in all. A failed list is logged and
 // maps to nothing: a map function cannot return an error.
-func (m mappers) byIndex(ctx context.Context, namespace, index, value string) []reconcile.Request {
+func (m Mappers) byIndex(ctx context.Context, namespace, index, value string) []reconcile.Request {
 	list := &elastiv1alpha1.ElastiServiceList{}
 	opts := []client.ListOption{client.MatchingFields{index: value}}
 	if namespace != "" {
 		opts = append(opts, client.InNamespace(namespace))
 	}
-	if err := m.client.List(ctx, list, opts...); err != nil {
+	if err := m.Client.List(ctx, list, opts...); err != nil {
 		ctrl.LoggerFrom(ctx).Error(err, "map an event to ElastiServices", "index", index, "value", value)
 		return nil
 	}
