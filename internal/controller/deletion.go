@@ -16,6 +16,7 @@ import (
 	elastiv1alpha1 "elasti.dev/elasti/api/v1alpha1"
 	"elasti.dev/elasti/internal/contract"
 	"elasti.dev/elasti/internal/controller/proxyslices"
+	"elasti.dev/elasti/internal/controller/scaletarget"
 )
 
 // errGone answers the activation calls still waiting on an ElastiService
@@ -68,16 +69,16 @@ func (r *Reconciler) finalize(ctx context.Context, es *elastiv1alpha1.ElastiServ
 		return ctrl.Result{}, err
 	}
 	if a := es.Spec.Autoscaler; a != nil && a.Type == elastiv1alpha1.AutoscalerKEDA {
-		if err := r.target.autoscalers.UnpauseKEDA(ctx, es.Namespace, a.Name); err != nil {
+		if err := r.target.Autoscalers.UnpauseKEDA(ctx, es.Namespace, a.Name); err != nil {
 			return ctrl.Result{}, err
 		}
 	}
-	replicas, targetFound, err := r.target.restore(ctx, es, es.Spec.ScaleTargetRef)
+	replicas, targetFound, err := r.target.Restore(ctx, es, es.Spec.ScaleTargetRef)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	if old, ok := decodeTarget(es.Annotations[contract.AnnotationScaleTarget]); ok && old != es.Spec.ScaleTargetRef {
-		if _, _, err := r.target.restore(ctx, es, old); err != nil {
+	if old, ok := scaletarget.Decode(es.Annotations[contract.AnnotationScaleTarget]); ok && old != es.Spec.ScaleTargetRef {
+		if _, _, err := r.target.Restore(ctx, es, old); err != nil {
 			return ctrl.Result{}, err
 		}
 	}

@@ -6,14 +6,12 @@ import (
 
 // Event reasons on an ElastiService.
 const (
-	EventScaledToZero       = "ScaledToZero"
-	EventWoke               = "Woke"
-	EventModeChanged        = "ModeChanged"
-	EventTriggerUnhealthy   = "TriggerUnhealthy"
-	EventResolversGone      = "ResolversUnavailable"
-	EventScaleFailed        = "ScaleFailed"
-	EventTargetChanged      = "ScaleTargetChanged"
-	EventAutoscalerNotFound = "AutoscalerNotFound"
+	EventScaledToZero     = "ScaledToZero"
+	EventWoke             = "Woke"
+	EventModeChanged      = "ModeChanged"
+	EventTriggerUnhealthy = "TriggerUnhealthy"
+	EventResolversGone    = "ResolversUnavailable"
+	EventScaleFailed      = "ScaleFailed"
 	// EventScaleDownCalledOff: another writer raised the target before the
 	// scale to zero; its count stands.
 	EventScaleDownCalledOff = "ScaleDownCalledOff"

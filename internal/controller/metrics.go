@@ -6,6 +6,7 @@ import (
 
 	elastiv1alpha1 "elasti.dev/elasti/api/v1alpha1"
 	"elasti.dev/elasti/internal/controller/ledger"
+	"elasti.dev/elasti/internal/controller/scaletarget"
 	"elasti.dev/elasti/internal/controller/wakecalls"
 )
 
@@ -17,10 +18,6 @@ var (
 		Help:    "Time one ElastiService reconcile took, by result (success, error, or conflict: a write met a newer version of its object, and the reconcile runs again).",
 		Buckets: prometheus.ExponentialBuckets(0.001, 2, 15),
 	}, []string{"result"})
-	scaleOperations = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "elasti_operator_scale_operations_total",
-		Help: "Scale operations through /scale, by direction (up, down) and result (success, error).",
-	}, []string{"namespace", "elastiservice", "direction", "result"})
 	modeGauge = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "elasti_operator_mode",
 		Help: "1 for the mode an ElastiService is in (serve or proxy), 0 for the other.",
@@ -40,7 +37,7 @@ var (
 )
 
 func init() {
-	metrics.Registry.MustRegister(reconcileDuration, scaleOperations, modeGauge, triggerEvaluations, writeConflicts, resolverPortsAllocated)
+	metrics.Registry.MustRegister(reconcileDuration, modeGauge, triggerEvaluations, writeConflicts, resolverPortsAllocated)
 }
 
 func setModeMetric(namespace, name string, mode elastiv1alpha1.Mode) {
@@ -56,7 +53,7 @@ func setModeMetric(namespace, name string, mode elastiv1alpha1.Mode) {
 func forgetMetrics(namespace, name string) {
 	labels := prometheus.Labels{"namespace": namespace, "elastiservice": name}
 	modeGauge.DeletePartialMatch(labels)
-	scaleOperations.DeletePartialMatch(labels)
+	scaletarget.Forget(labels)
 	triggerEvaluations.DeletePartialMatch(labels)
 	writeConflicts.DeletePartialMatch(labels)
 	ledger.Forget(labels)

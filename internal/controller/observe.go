@@ -80,7 +80,7 @@ func (r *Reconciler) observe(ctx context.Context, es *elastiv1alpha1.ElastiServi
 	var replicas int32
 	var err error
 	if !wakeFromZero(es, o.demand.wake) || !r.targets.Cached(ctx, es.Namespace, es.Spec.ScaleTargetRef) {
-		replicas, err = r.target.scaler.Replicas(ctx, es.Namespace, es.Spec.ScaleTargetRef)
+		replicas, err = r.target.Scaler.Replicas(ctx, es.Namespace, es.Spec.ScaleTargetRef)
 	}
 	switch {
 	case err == nil:

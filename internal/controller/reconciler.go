@@ -20,20 +20,22 @@ import (
 	"elasti.dev/elasti/internal/controller/hpacustody"
 	"elasti.dev/elasti/internal/controller/ports"
 	"elasti.dev/elasti/internal/controller/proxyslices"
+	"elasti.dev/elasti/internal/controller/scaletarget"
 	"elasti.dev/elasti/internal/controller/targets"
 	"elasti.dev/elasti/internal/controller/wakecalls"
 	"elasti.dev/elasti/internal/keyed"
 )
 
 // Reconciler reconciles ElastiServices. One reconcile reads here from top to
-// bottom: observe (observe.go) reads the world, decide (modes.go) plans,
-// execute writes through the concern that owns each object (scaling.go,
-// package proxyslices), and writeStatus (status.go) records the result.
+// bottom: observe (observe.go) reads the world, claim (claim.go) makes the
+// in-memory claims, decide (modes.go) plans, execute writes through the
+// concern that owns each object (packages scaletarget, proxyslices), and
+// writeStatus (status.go) records the result.
 // Deletion takes its own path (deletion.go).
 type Reconciler struct {
 	client client.Client
-	// target writes the scale target (scaling.go).
-	target   *targetControl
+	// target writes the scale target (package scaletarget).
+	target   *scaletarget.Control
 	hpas     *hpacustody.Custody
 	triggers triggerEvaluator
 	recorder eventRecorder
@@ -115,7 +117,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.
 	case rival != nil:
 		return r.standDown(ctx, es, rival, reason)
 	}
-	targetChanged, err := r.target.syncManaged(ctx, es)
+	targetChanged, err := r.target.SyncManaged(ctx, es)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
@@ -204,7 +206,7 @@ func (r *Reconciler) execute(ctx context.Context, es *elastiv1alpha1.ElastiServi
 	log := ctrl.LoggerFrom(ctx)
 	var fx effects
 	if p.wake {
-		n, scaled, err := r.target.wake(ctx, es, o.target.replicas)
+		n, scaled, err := r.target.Wake(ctx, es, o.target.replicas)
 		if err != nil {
 			return fx, err
 		}
@@ -263,7 +265,7 @@ func (r *Reconciler) execute(ctx context.Context, es *elastiv1alpha1.ElastiServi
 		r.grace.Delete(key)
 	}
 	if p.sleep {
-		n, err := r.target.sleep(ctx, es, o.target.replicas)
+		n, err := r.target.Sleep(ctx, es, o.target.replicas)
 		if err != nil {
 			return fx, err
 		}

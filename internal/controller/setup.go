@@ -23,6 +23,7 @@ import (
 	"elasti.dev/elasti/internal/controller/hpacustody"
 	"elasti.dev/elasti/internal/controller/ports"
 	"elasti.dev/elasti/internal/controller/proxyslices"
+	"elasti.dev/elasti/internal/controller/scaletarget"
 	"elasti.dev/elasti/internal/controller/targets"
 	"elasti.dev/elasti/internal/controller/wakecalls"
 	"elasti.dev/elasti/internal/controller/watches"
@@ -32,8 +33,8 @@ import (
 // Deps are the collaborators the reconciler talks to. Nil fields get the
 // real implementations built from the manager.
 type Deps struct {
-	Scaler      targetScaler
-	Autoscalers autoscalerControl
+	Scaler      scaletarget.Scaler
+	Autoscalers scaletarget.Autoscalers
 	HPAFloors   hpacustody.FloorControl
 	Triggers    triggerEvaluator
 }
@@ -84,7 +85,7 @@ func Setup(ctx context.Context, mgr ctrl.Manager, cfg Config, deps Deps) (*wakec
 	recorder := mgr.GetEventRecorder("elasti-operator")
 	r := &Reconciler{
 		client:   mgr.GetClient(),
-		target:   &targetControl{scaler: deps.Scaler, autoscalers: deps.Autoscalers, recorder: recorder, client: mgr.GetClient()},
+		target:   &scaletarget.Control{Scaler: deps.Scaler, Autoscalers: deps.Autoscalers, Recorder: recorder, Client: mgr.GetClient()},
 		hpas:     &hpacustody.Custody{Cache: mgr.GetClient(), Floors: deps.HPAFloors, Recorder: recorder},
 		triggers: deps.Triggers,
 		recorder: recorder,

@@ -13,6 +13,7 @@ import (
 	"elasti.dev/elasti/internal/contract"
 	"elasti.dev/elasti/internal/controller/proxyslices"
 	"elasti.dev/elasti/internal/controller/refusals"
+	"elasti.dev/elasti/internal/controller/scaletarget"
 	"elasti.dev/elasti/internal/controller/targets"
 	"elasti.dev/elasti/internal/controller/watches"
 	"elasti.dev/elasti/internal/scaling"
@@ -54,8 +55,8 @@ func (r *Reconciler) standDown(ctx context.Context, es *elastiv1alpha1.ElastiSer
 	r.grace.Delete(key)
 	r.wakes.Complete(key, 0, fmt.Errorf("ElastiService %s stands down: %s manages the same %s", key, rival.Name, refusals.Claimed(reason)))
 	if prev, had := es.Annotations[contract.AnnotationScaleTarget]; had {
-		if old, ok := decodeTarget(prev); ok && !sameTarget(old, rival.Spec.ScaleTargetRef) {
-			if _, _, err := r.target.restore(ctx, es, old); err != nil {
+		if old, ok := scaletarget.Decode(prev); ok && !sameTarget(old, rival.Spec.ScaleTargetRef) {
+			if _, _, err := r.target.Restore(ctx, es, old); err != nil {
 				return ctrl.Result{}, err
 			}
 		}

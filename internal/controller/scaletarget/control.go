@@ -1,14 +1,14 @@
-package controller
+package scaletarget
 
 import (
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	elastiv1alpha1 "elasti.dev/elasti/api/v1alpha1"
@@ -16,8 +16,8 @@ import (
 	"elasti.dev/elasti/internal/scaling"
 )
 
-// targetScaler reads and sets a target's replicas through /scale.
-type targetScaler interface {
+// Scaler reads and sets a target's replicas through /scale.
+type Scaler interface {
 	Replicas(ctx context.Context, namespace string, ref elastiv1alpha1.ScaleTargetRef) (int32, error)
 	Scale(ctx context.Context, namespace string, ref elastiv1alpha1.ScaleTargetRef, replicas int32) error
 	// ScaleFromZero scales only a target at zero, atomically, and reports
@@ -28,33 +28,38 @@ type targetScaler interface {
 	ScaleToZero(ctx context.Context, namespace string, ref elastiv1alpha1.ScaleTargetRef, from int32) (bool, error)
 }
 
-// autoscalerControl pauses KEDA and reads HPA floors.
-type autoscalerControl interface {
+// Autoscalers pauses KEDA and reads HPA floors.
+type Autoscalers interface {
 	PauseKEDA(ctx context.Context, namespace, name string) (bool, error)
 	UnpauseKEDA(ctx context.Context, namespace, name string) error
 	HPAMinReplicas(ctx context.Context, namespace, name string) (int32, error)
 }
 
-// targetControl writes the scale target, through /scale, and what goes with
-// it: KEDA's pause, the annotation that remembers which target the
-// ElastiService manages. Its four steps (wake, sleep, restore,
-// syncManaged) are called by the reconcile (execute, before observe) and
-// by deletion and stand-down, always in the order of docs/architecture.md,
-// "The order of the writes".
-type targetControl struct {
-	scaler      targetScaler
-	autoscalers autoscalerControl
-	recorder    eventRecorder
-	// client patches the ElastiService's annotation (syncManaged).
-	client client.Writer
+// Control writes the scale target, through /scale, and what goes with it:
+// KEDA's pause, the annotation that remembers which target the
+// ElastiService manages. Its four steps (Wake, Sleep, Restore, SyncManaged)
+// are called by the reconcile (execute, and before observe) and by deletion
+// and stand-down, always in the order of docs/architecture.md, "The order of
+// the writes".
+type Control struct {
+	Scaler      Scaler
+	Autoscalers Autoscalers
+	Recorder    Recorder
+	// Client patches the ElastiService's annotation (SyncManaged).
+	Client client.Writer
 }
 
-// wake unpauses KEDA and, when the target is at zero, scales it to
+// Recorder is the part of events.EventRecorder Control uses.
+type Recorder interface {
+	Eventf(regarding runtime.Object, related runtime.Object, eventtype, reason, action, note string, args ...interface{})
+}
+
+// Wake unpauses KEDA and, when the target is at zero, scales it to
 // minTargetReplicas (or the HPA's floor if higher). It returns the replica
 // count the target now has, and whether this call scaled it up.
-func (r *targetControl) wake(ctx context.Context, es *elastiv1alpha1.ElastiService, current int32) (int32, bool, error) {
+func (r *Control) Wake(ctx context.Context, es *elastiv1alpha1.ElastiService, current int32) (int32, bool, error) {
 	if a := es.Spec.Autoscaler; a != nil && a.Type == elastiv1alpha1.AutoscalerKEDA {
-		if err := r.autoscalers.UnpauseKEDA(ctx, es.Namespace, a.Name); err != nil {
+		if err := r.Autoscalers.UnpauseKEDA(ctx, es.Namespace, a.Name); err != nil {
 			return 0, false, err
 		}
 	}
@@ -63,15 +68,15 @@ func (r *targetControl) wake(ctx context.Context, es *elastiv1alpha1.ElastiServi
 	}
 	want := max(es.Spec.MinTargetReplicas, 1)
 	if a := es.Spec.Autoscaler; a != nil && a.Type == elastiv1alpha1.AutoscalerHPA {
-		floor, err := r.autoscalers.HPAMinReplicas(ctx, es.Namespace, a.Name)
+		floor, err := r.Autoscalers.HPAMinReplicas(ctx, es.Namespace, a.Name)
 		if err != nil {
 			return 0, false, err
 		}
 		want = max(want, floor)
 	}
-	scaled, err := r.scaler.ScaleFromZero(ctx, es.Namespace, es.Spec.ScaleTargetRef, want)
+	scaled, err := r.Scaler.ScaleFromZero(ctx, es.Namespace, es.Spec.ScaleTargetRef, want)
 	if err != nil || scaled {
-		scaleOperations.WithLabelValues(es.Namespace, es.Name, "up", resultLabel(err)).Inc()
+		operations.WithLabelValues(es.Namespace, es.Name, "up", resultLabel(err)).Inc()
 	}
 	if err != nil {
 		return 0, false, err
@@ -79,37 +84,37 @@ func (r *targetControl) wake(ctx context.Context, es *elastiv1alpha1.ElastiServi
 	if !scaled {
 		// Someone else raised the target since it was read (or observe
 		// assumed zero): leave their replica count alone.
-		n, err := r.scaler.Replicas(ctx, es.Namespace, es.Spec.ScaleTargetRef)
+		n, err := r.Scaler.Replicas(ctx, es.Namespace, es.Spec.ScaleTargetRef)
 		return n, false, err
 	}
 	return want, true, nil
 }
 
-// sleep pauses KEDA, then scales the target to zero from the replica
+// Sleep pauses KEDA, then scales the target to zero from the replica
 // count observe read, never from another: the write is conditional, as the
 // wake's is. It returns the replicas the target has afterwards: zero once it
 // sleeps; more when someone raised it since it was read, in which case
 // their count stands. A target lowered in the meantime (an HPA scaling in,
 // KEDA applying its pause) is followed down, a few times at most; after that
 // the scale-down is given up, which errs on the side of a target kept up.
-func (r *targetControl) sleep(ctx context.Context, es *elastiv1alpha1.ElastiService, from int32) (int32, error) {
+func (r *Control) Sleep(ctx context.Context, es *elastiv1alpha1.ElastiService, from int32) (int32, error) {
 	if a := es.Spec.Autoscaler; a != nil && a.Type == elastiv1alpha1.AutoscalerKEDA {
-		found, err := r.autoscalers.PauseKEDA(ctx, es.Namespace, a.Name)
+		found, err := r.Autoscalers.PauseKEDA(ctx, es.Namespace, a.Name)
 		if err != nil {
 			return from, err
 		}
 		if !found {
-			r.recorder.Eventf(es, nil, corev1.EventTypeWarning, EventAutoscalerNotFound, "PauseKEDA", "KEDA ScaledObject %s not found; scaling to zero without pausing it", a.Name)
+			r.Recorder.Eventf(es, nil, corev1.EventTypeWarning, EventAutoscalerNotFound, "PauseKEDA", "KEDA ScaledObject %s not found; scaling to zero without pausing it", a.Name)
 		}
 	}
 	ref := es.Spec.ScaleTargetRef
 	for attempt := 1; ; attempt++ {
-		done, err := r.scaler.ScaleToZero(ctx, es.Namespace, ref, from)
+		done, err := r.Scaler.ScaleToZero(ctx, es.Namespace, ref, from)
 		if err != nil || done {
-			scaleOperations.WithLabelValues(es.Namespace, es.Name, "down", resultLabel(err)).Inc()
+			operations.WithLabelValues(es.Namespace, es.Name, "down", resultLabel(err)).Inc()
 			return 0, err
 		}
-		n, err := r.scaler.Replicas(ctx, es.Namespace, ref)
+		n, err := r.Scaler.Replicas(ctx, es.Namespace, ref)
 		switch {
 		case err != nil:
 			return from, err
@@ -122,11 +127,11 @@ func (r *targetControl) sleep(ctx context.Context, es *elastiv1alpha1.ElastiServ
 	}
 }
 
-// restore puts a target Elasti may have put to sleep back to at least
+// Restore puts a target Elasti may have put to sleep back to at least
 // minTargetReplicas, and returns its replicas. A target that no longer
 // exists is fine: found is false.
-func (r *targetControl) restore(ctx context.Context, es *elastiv1alpha1.ElastiService, ref elastiv1alpha1.ScaleTargetRef) (replicas int32, found bool, err error) {
-	n, err := r.scaler.Replicas(ctx, es.Namespace, ref)
+func (r *Control) Restore(ctx context.Context, es *elastiv1alpha1.ElastiService, ref elastiv1alpha1.ScaleTargetRef) (replicas int32, found bool, err error) {
+	n, err := r.Scaler.Replicas(ctx, es.Namespace, ref)
 	if apierrors.IsNotFound(err) || errors.Is(err, scaling.ErrTargetKindUnknown) {
 		return 0, false, nil
 	}
@@ -137,44 +142,44 @@ func (r *targetControl) restore(ctx context.Context, es *elastiv1alpha1.ElastiSe
 	if n >= want {
 		return n, true, nil
 	}
-	err = r.scaler.Scale(ctx, es.Namespace, ref, want)
-	scaleOperations.WithLabelValues(es.Namespace, es.Name, "up", resultLabel(err)).Inc()
+	err = r.Scaler.Scale(ctx, es.Namespace, ref, want)
+	operations.WithLabelValues(es.Namespace, es.Name, "up", resultLabel(err)).Inc()
 	if err != nil {
 		return n, true, err
 	}
 	return want, true, nil
 }
 
-// syncManaged remembers the target in an annotation and, when
+// SyncManaged remembers the target in an annotation and, when
 // spec.scaleTargetRef changed, restores the old target to at least
 // minTargetReplicas. It reports whether the target changed.
-func (r *targetControl) syncManaged(ctx context.Context, es *elastiv1alpha1.ElastiService) (bool, error) {
-	cur := encodeTarget(es.Spec.ScaleTargetRef)
+func (r *Control) SyncManaged(ctx context.Context, es *elastiv1alpha1.ElastiService) (bool, error) {
+	cur := Encode(es.Spec.ScaleTargetRef)
 	prev, had := es.Annotations[contract.AnnotationScaleTarget]
 	if had && prev == cur {
 		return false, nil
 	}
-	if old, ok := decodeTarget(prev); had && ok {
-		if _, _, err := r.restore(ctx, es, old); err != nil {
+	if old, ok := Decode(prev); had && ok {
+		if _, _, err := r.Restore(ctx, es, old); err != nil {
 			return false, err
 		}
-		r.recorder.Eventf(es, nil, corev1.EventTypeNormal, EventTargetChanged, "ChangeTarget", "scale target changed from %s %s; restored it", old.Kind, old.Name)
+		r.Recorder.Eventf(es, nil, corev1.EventTypeNormal, EventTargetChanged, "ChangeTarget", "scale target changed from %s %s; restored it", old.Kind, old.Name)
 	}
 	orig := es.DeepCopy()
 	if es.Annotations == nil {
 		es.Annotations = map[string]string{}
 	}
 	es.Annotations[contract.AnnotationScaleTarget] = cur
-	if err := r.client.Patch(ctx, es, client.MergeFrom(orig)); err != nil {
+	if err := r.Client.Patch(ctx, es, client.MergeFrom(orig)); err != nil {
 		return false, fmt.Errorf("record the scale target of ElastiService %s/%s: %w", es.Namespace, es.Name, err)
 	}
 	return had, nil
 }
 
-// encodeTarget is the value of the annotation that remembers which target
+// Encode is the value of the annotation that remembers which target
 // the operator manages, so that a changed scaleTargetRef can restore the old
 // one.
-func encodeTarget(ref elastiv1alpha1.ScaleTargetRef) string {
+func Encode(ref elastiv1alpha1.ScaleTargetRef) string {
 	b, err := json.Marshal(ref)
 	if err != nil {
 		// A struct of three strings always encodes.
@@ -183,26 +188,12 @@ func encodeTarget(ref elastiv1alpha1.ScaleTargetRef) string {
 	return string(b)
 }
 
-func decodeTarget(s string) (elastiv1alpha1.ScaleTargetRef, bool) {
+// Decode reads the annotation Encode wrote; false when it holds no
+// complete reference.
+func Decode(s string) (elastiv1alpha1.ScaleTargetRef, bool) {
 	var ref elastiv1alpha1.ScaleTargetRef
 	if err := json.Unmarshal([]byte(s), &ref); err != nil || ref.Name == "" || ref.Kind == "" || ref.APIVersion == "" {
 		return ref, false
 	}
 	return ref, true
-}
-
-// gracePeriodOf is how long es's scale-down waits, with the proxy slice in
-// place, before the target goes to zero: spec.scaleDownGracePeriod when
-// set, else def (the operator's --grace-period). The CRD's rules admit
-// only durations from 0s to 10m; a value that cannot be read anyway falls
-// back to def, and one out of bounds is brought within them.
-func gracePeriodOf(spec elastiv1alpha1.ElastiServiceSpec, def time.Duration) time.Duration {
-	if spec.ScaleDownGracePeriod == "" {
-		return def
-	}
-	d, err := time.ParseDuration(spec.ScaleDownGracePeriod)
-	if err != nil {
-		return def
-	}
-	return min(max(d, 0), contract.MaxScaleDownGracePeriod)
 }
