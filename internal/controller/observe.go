@@ -18,6 +18,7 @@ import (
 	"elasti.dev/elasti/internal/controller/fallback"
 	"elasti.dev/elasti/internal/controller/hpacustody"
 	"elasti.dev/elasti/internal/controller/ledger"
+	"elasti.dev/elasti/internal/controller/podtemplates"
 	"elasti.dev/elasti/internal/controller/proxyslices"
 	"elasti.dev/elasti/internal/controller/refusals"
 	"elasti.dev/elasti/internal/controller/wakecalls"
@@ -102,7 +103,7 @@ func (r *Reconciler) observe(ctx context.Context, es *elastiv1alpha1.ElastiServi
 		o.service.refusal = refusals.Family(svc, l.resolvers)
 	}
 	if o.service.found && o.target.found && !o.service.refusal.Refused() {
-		o.service.refusal = refusals.Selector(svc, es.Spec.ScaleTargetRef, r.templates.labels(ctx, es.Namespace, es.Spec.ScaleTargetRef))
+		o.service.refusal = refusals.Selector(svc, es.Spec.ScaleTargetRef, r.templates.Labels(ctx, es.Namespace, es.Spec.ScaleTargetRef))
 	}
 	if o.ownReady, err = proxyslices.ServiceReady(ctx, r.client, es.Namespace, es.Spec.Service); err != nil {
 		return o, l, err
@@ -172,13 +173,13 @@ func lastPreWarm(firings *keyed.Map[types.NamespacedName, time.Time], key types.
 // them; else those the Service routes to.
 func (r *Reconciler) observeLedger(ctx context.Context, es *elastiv1alpha1.ElastiService, svc *corev1.Service, o observed) ledger.Observed {
 	requests := ledger.NoTemplate
-	var tpl templateLabels
+	var tpl podtemplates.Template
 	if o.target.found {
-		if t, ok := r.templates.read(ctx, es.Namespace, es.Spec.ScaleTargetRef); ok {
-			tpl, requests = t, t.requests
+		if t, ok := r.templates.Read(ctx, es.Namespace, es.Spec.ScaleTargetRef); ok {
+			tpl, requests = t, t.Requests
 		}
 	}
-	sel := tpl.labels
+	sel := tpl.Labels
 	if len(sel) == 0 && o.service.found {
 		sel = svc.Spec.Selector
 	}

@@ -18,6 +18,7 @@ import (
 	"elasti.dev/elasti/internal/contract"
 	"elasti.dev/elasti/internal/controller/fallback"
 	"elasti.dev/elasti/internal/controller/hpacustody"
+	"elasti.dev/elasti/internal/controller/podtemplates"
 	"elasti.dev/elasti/internal/controller/ports"
 	"elasti.dev/elasti/internal/controller/proxyslices"
 	"elasti.dev/elasti/internal/controller/scaletarget"
@@ -58,7 +59,7 @@ type Reconciler struct {
 	preWarmed keyed.Map[types.NamespacedName, time.Time]
 	// templates reads the targets' pod-template labels, to check that the
 	// Service selects the target's pods.
-	templates *podTemplates
+	templates *podtemplates.Cache
 	// live reads, uncached, what the cache does not hold: the woken
 	// target's pods, for status.ledger (ledger.Observe), the fallback
 	// (package fallback) and status.wakeProgress (wakeprogress.Observe),

@@ -21,6 +21,7 @@ import (
 	elastiv1alpha1 "elasti.dev/elasti/api/v1alpha1"
 	"elasti.dev/elasti/internal/controller/fallback"
 	"elasti.dev/elasti/internal/controller/hpacustody"
+	"elasti.dev/elasti/internal/controller/podtemplates"
 	"elasti.dev/elasti/internal/controller/ports"
 	"elasti.dev/elasti/internal/controller/proxyslices"
 	"elasti.dev/elasti/internal/controller/scaletarget"
@@ -144,7 +145,7 @@ func Setup(ctx context.Context, mgr ctrl.Manager, cfg Config, deps Deps) (*wakec
 		Cache: mgr.GetCache(), Controller: c, Enqueue: m.ForTarget, Live: live, Clock: cfg.Clock,
 		Namespaced: len(cfg.WatchNamespaces) > 0,
 	}
-	r.templates = &podTemplates{live: live, targets: r.targets}
+	r.templates = &podtemplates.Cache{Live: live, Targets: r.targets}
 	r.live = live
 	r.fallback = &fallback.Tracker{Services: r.client, SlicesReady: proxyslices.OwnReady, Targets: r.templates, Events: live,
 		Status: r.client, Recorder: r.recorder}
