@@ -441,25 +441,11 @@ func (a *Allocator) freeFor(ctx context.Context, es *elastiv1alpha1.ElastiServic
 			// This process moved o off p; the cache has not caught up.
 			continue
 		}
-		if !kept || precedes(o, es) {
+		if !kept || o.Precedes(es) {
 			return false, nil
 		}
 	}
 	return true, nil
-}
-
-// precedes decides which of two ElastiServices that claim the same port
-// keeps it: the older one, then the lower namespace/name. Both sides of a
-// collision agree, so exactly one moves.
-func precedes(a, b *elastiv1alpha1.ElastiService) bool {
-	at, bt := a.CreationTimestamp.Time, b.CreationTimestamp.Time
-	if !at.Equal(bt) {
-		return at.Before(bt)
-	}
-	if a.Namespace != b.Namespace {
-		return a.Namespace < b.Namespace
-	}
-	return a.Name < b.Name
 }
 
 func containsPort(ports []elastiv1alpha1.ProxyPort, p int32) bool {

@@ -21,29 +21,19 @@ import (
 func Rival(es *elastiv1alpha1.ElastiService, claimants []elastiv1alpha1.ElastiService) (*elastiv1alpha1.ElastiService, string) {
 	var older []elastiv1alpha1.ElastiService
 	for i := range claimants {
-		if claimants[i].UID != es.UID && olderThan(&claimants[i], es) {
+		if claimants[i].UID != es.UID && claimants[i].Precedes(es) {
 			older = append(older, claimants[i])
 		}
 	}
 	if len(older) == 0 {
 		return nil, ""
 	}
-	sort.Slice(older, func(i, j int) bool { return olderThan(&older[i], &older[j]) })
+	sort.Slice(older, func(i, j int) bool { return older[i].Precedes(&older[j]) })
 	w := &older[0]
 	if w.Spec.Service == es.Spec.Service {
 		return w, ReasonServiceClaimed
 	}
 	return w, ReasonTargetClaimed
-}
-
-// olderThan orders ElastiServices by creation time, then by name, so that
-// every replica of the operator and every reconcile picks the same winner.
-func olderThan(a, b *elastiv1alpha1.ElastiService) bool {
-	ta, tb := a.CreationTimestamp.Time, b.CreationTimestamp.Time
-	if !ta.Equal(tb) {
-		return ta.Before(tb)
-	}
-	return a.Name < b.Name
 }
 
 // StandDownStatus is the status of an ElastiService that rival keeps from
