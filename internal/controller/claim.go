@@ -7,6 +7,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	elastiv1alpha1 "elasti.dev/elasti/api/v1alpha1"
+	"elasti.dev/elasti/internal/controller/plan"
 	"elasti.dev/elasti/internal/controller/ports"
 	"elasti.dev/elasti/internal/controller/refusals"
 	"elasti.dev/elasti/internal/scaling"
@@ -24,18 +25,18 @@ import (
 //
 // Neither writes to the API server. They stand apart from observe so that
 // observe only reads (docs/architecture.md, "One reconcile").
-func (r *Reconciler) claim(ctx context.Context, es *elastiv1alpha1.ElastiService, l listed, o *observed) error {
+func (r *Reconciler) claim(ctx context.Context, es *elastiv1alpha1.ElastiService, l listed, o *plan.Observed) error {
 	if l.service != nil {
 		if refusals.Service(l.service).Refused() {
 			r.ports.Release(client.ObjectKeyFromObject(es))
 		} else {
-			o.service.ports, o.service.portsErr = r.ports.Allocate(ctx, es, l.service)
-			if o.service.portsErr != nil && !errors.Is(o.service.portsErr, ports.ErrPortsExhausted) {
-				return o.service.portsErr
+			o.Service.Ports, o.Service.PortsErr = r.ports.Allocate(ctx, es, l.service)
+			if o.Service.PortsErr != nil && !errors.Is(o.Service.PortsErr, ports.ErrPortsExhausted) {
+				return o.Service.PortsErr
 			}
 		}
 	}
-	if !o.target.found {
+	if !o.Target.Found {
 		return nil
 	}
 	gvk, err := scaling.TargetGVK(es.Spec.ScaleTargetRef)
@@ -45,6 +46,6 @@ func (r *Reconciler) claim(ctx context.Context, es *elastiv1alpha1.ElastiService
 	if err := r.targets.Ensure(gvk); err != nil {
 		return err
 	}
-	o.target.watchReason, o.target.watchErr = r.targets.Problem(ctx, es.Namespace, gvk)
+	o.Target.WatchReason, o.Target.WatchErr = r.targets.Problem(ctx, es.Namespace, gvk)
 	return nil
 }

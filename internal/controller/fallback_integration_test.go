@@ -20,6 +20,7 @@ import (
 	elastiv1alpha1 "elasti.dev/elasti/api/v1alpha1"
 	"elasti.dev/elasti/internal/contract"
 	"elasti.dev/elasti/internal/controller/fallback"
+	"elasti.dev/elasti/internal/controller/plan"
 	"elasti.dev/elasti/internal/controller/wakeprogress"
 	"elasti.dev/elasti/internal/scaling"
 	"elasti.dev/elasti/internal/testenv/estest"
@@ -72,7 +73,7 @@ func TestLongColdStartNotPutToSleep(t *testing.T) {
 
 	setOwnSlice(t, op.ns, "llm", true)
 	eventually(t, wait, "serve mode", wantMode(op.ns, "llm", elastiv1alpha1.ModeServe))
-	eventually(t, wait, "TargetReady=True", wantCondition(op.ns, "llm", elastiv1alpha1.ConditionTargetReady, metav1.ConditionTrue, ReasonEndpointReady))
+	eventually(t, wait, "TargetReady=True", wantCondition(op.ns, "llm", elastiv1alpha1.ConditionTargetReady, metav1.ConditionTrue, plan.ReasonEndpointReady))
 	// The cooldown (4s, counted from a time stamped to the second) runs
 	// from the first ready endpoint: the target stays up for 2.5s at least.
 	never(t, 2500*time.Millisecond, "the ready target keeps its cooldown", wantReplicas(op.ns, "llm", 1))

@@ -19,6 +19,7 @@ import (
 	elastiv1alpha1 "elasti.dev/elasti/api/v1alpha1"
 	"elasti.dev/elasti/internal/activation"
 	"elasti.dev/elasti/internal/contract"
+	"elasti.dev/elasti/internal/controller/plan"
 	"elasti.dev/elasti/internal/scaling"
 	"elasti.dev/elasti/internal/testenv/estest"
 )
@@ -171,7 +172,7 @@ func TestTriggersBusyAtGraceEndCallScaleDownOff(t *testing.T) {
 	eventually(t, wait, "called off at the end of the grace period", wantCondition(op.ns, "web", elastiv1alpha1.ConditionActive, metav1.ConditionTrue, contract.ReasonServing))
 	eventually(t, wait, "back to serve", wantMode(op.ns, "web", elastiv1alpha1.ModeServe))
 	eventually(t, wait, "proxy slice removed", wantProxySlices(op.ns, "web", 0))
-	eventually(t, wait, "Idle says why", wantCondition(op.ns, "web", elastiv1alpha1.ConditionIdle, metav1.ConditionFalse, ReasonTriggerActive))
+	eventually(t, wait, "Idle says why", wantCondition(op.ns, "web", elastiv1alpha1.ConditionIdle, metav1.ConditionFalse, plan.ReasonTriggerActive))
 	if got := deploymentReplicas(t, op.ns, "web"); got != 2 {
 		t.Fatalf("the target has %d replicas after the call-off, want its 2 untouched", got)
 	}

@@ -31,6 +31,7 @@ import (
 	elastiv1alpha1 "elasti.dev/elasti/api/v1alpha1"
 	"elasti.dev/elasti/internal/contract"
 	"elasti.dev/elasti/internal/controller/hpacustody"
+	"elasti.dev/elasti/internal/controller/plan"
 	"elasti.dev/elasti/internal/scaling"
 )
 
@@ -298,7 +299,7 @@ func TestHPAMetricsDecideSleep(t *testing.T) {
 	for _, name := range []string{"alone", "paired", "vetoed"} {
 		eventually(t, wait, name+": floor raised", wantHPA(op.ns, name, 1, name))
 	}
-	eventually(t, wait, "the HPA's reading shows in Idle", wantCondition(op.ns, "alone", elastiv1alpha1.ConditionIdle, metav1.ConditionFalse, ReasonTriggerActive))
+	eventually(t, wait, "the HPA's reading shows in Idle", wantCondition(op.ns, "alone", elastiv1alpha1.ConditionIdle, metav1.ConditionFalse, plan.ReasonTriggerActive))
 
 	// The cooldown is 1 s: well past it, a nonzero reading keeps all three up.
 	never(t, 4*time.Second, "nonzero readings keep the targets up", func() error {

@@ -19,6 +19,7 @@ import (
 
 	elastiv1alpha1 "elasti.dev/elasti/api/v1alpha1"
 	"elasti.dev/elasti/internal/contract"
+	"elasti.dev/elasti/internal/controller/plan"
 	"elasti.dev/elasti/internal/scaling"
 )
 
@@ -255,7 +256,7 @@ func TestKeepAwake(t *testing.T) {
 	createES(t, op.ns, "pinned", "pinned", "pinned", func(es *elastiv1alpha1.ElastiService) {
 		es.Annotations = map[string]string{contract.AnnotationKeepAwake: "true"}
 	})
-	eventually(t, wait, "Idle=False KeepAwake", wantCondition(op.ns, "pinned", elastiv1alpha1.ConditionIdle, metav1.ConditionFalse, ReasonKeepAwake))
+	eventually(t, wait, "Idle=False KeepAwake", wantCondition(op.ns, "pinned", elastiv1alpha1.ConditionIdle, metav1.ConditionFalse, plan.ReasonKeepAwake))
 	never(t, 2*time.Second, "kept awake", wantReplicas(op.ns, "pinned", 1))
 	patchAnnotation(t, op.ns, "pinned", contract.AnnotationKeepAwake, "false")
 	eventually(t, wait, "sleeps once released", wantReplicas(op.ns, "pinned", 0))

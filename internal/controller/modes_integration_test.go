@@ -18,6 +18,7 @@ import (
 
 	elastiv1alpha1 "elasti.dev/elasti/api/v1alpha1"
 	"elasti.dev/elasti/internal/contract"
+	"elasti.dev/elasti/internal/controller/plan"
 	"elasti.dev/elasti/internal/scaling"
 )
 
@@ -151,7 +152,7 @@ func TestPortAllocationNoCollisions(t *testing.T) {
 
 	createService(t, op.ns, "extra")
 	createES(t, op.ns, "extra", "extra", "extra")
-	eventually(t, wait, "range exhausted", wantCondition(op.ns, "extra", elastiv1alpha1.ConditionReady, metav1.ConditionFalse, ReasonPortsExhausted))
+	eventually(t, wait, "range exhausted", wantCondition(op.ns, "extra", elastiv1alpha1.ConditionReady, metav1.ConditionFalse, plan.ReasonPortsExhausted))
 
 	victim := getES(t, op.ns, "svc-042")
 	freed := victim.Status.ProxyPorts[0].ResolverPort
@@ -267,7 +268,7 @@ func TestResolverChurn(t *testing.T) {
 	setResolverStatus(t, op.resolverNS, "r2", false)
 	eventually(t, wait, "woken", wantReplicas(op.ns, "app", 2))
 	eventually(t, wait, "no proxy slice", wantProxySlices(op.ns, "app", 0))
-	eventually(t, wait, "ProxyReady=False", wantCondition(op.ns, "app", elastiv1alpha1.ConditionProxyReady, metav1.ConditionFalse, ReasonNoReadyResolvers))
+	eventually(t, wait, "ProxyReady=False", wantCondition(op.ns, "app", elastiv1alpha1.ConditionProxyReady, metav1.ConditionFalse, plan.ReasonNoReadyResolvers))
 	eventually(t, wait, "serve", wantMode(op.ns, "app", elastiv1alpha1.ModeServe))
 	// Without resolvers the idle target must stay up.
 	never(t, 2e9, "stays up without resolvers", wantReplicas(op.ns, "app", 2))

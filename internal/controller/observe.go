@@ -18,6 +18,7 @@ import (
 	"elasti.dev/elasti/internal/controller/fallback"
 	"elasti.dev/elasti/internal/controller/hpacustody"
 	"elasti.dev/elasti/internal/controller/ledger"
+	"elasti.dev/elasti/internal/controller/plan"
 	"elasti.dev/elasti/internal/controller/podtemplates"
 	"elasti.dev/elasti/internal/controller/proxyslices"
 	"elasti.dev/elasti/internal/controller/refusals"
@@ -38,7 +39,7 @@ type triggerEvaluator interface {
 // that decide planned with.
 type listed struct {
 	// resolvers are the ready resolver pods, sorted by name; decide sees
-	// their count (observed.resolvers), execute builds the proxy slices
+	// their count (plan.Observed.Resolvers), execute builds the proxy slices
 	// from them.
 	resolvers []proxyslices.Resolver
 	// service is the Service spec.service names; nil when it does not
@@ -49,30 +50,30 @@ type listed struct {
 // observe reads everything decide needs, and keeps in listed what the
 // writers reuse. hold is what hpacustody's Sync found of the HPA
 // spec.autoscaler names.
-func (r *Reconciler) observe(ctx context.Context, es *elastiv1alpha1.ElastiService, hold hpacustody.Hold) (observed, listed, error) {
+func (r *Reconciler) observe(ctx context.Context, es *elastiv1alpha1.ElastiService, hold hpacustody.Hold) (plan.Observed, listed, error) {
 	key := client.ObjectKeyFromObject(es)
 	_, wakeNow := es.Annotations[contract.AnnotationWakeNow]
 	// An activation call reports traffic a resolver saw: handed to this
 	// leader directly, or by a follower through the wake-now annotation.
 	activation := r.wakes.Pending(key) || wakecalls.Forwarded(es.Annotations)
-	o := observed{
-		now:          r.clock.Now(),
-		pollInterval: r.cfg.PollingInterval,
-		noTriggers:   len(es.Spec.Triggers) == 0,
-		hpa:          hpacustody.Observed{Custody: hold.Custody, Exposed: hold.Exposed},
-		grace:        graceObserved{period: gracePeriodOf(es.Spec, r.cfg.GracePeriod), startedAt: graceStart(&r.grace, key)},
-		demand:       demand{wake: wakeNow || activation, traffic: activation, keepAwake: contract.KeepAwake(es.Annotations)},
+	o := plan.Observed{
+		Now:          r.clock.Now(),
+		PollInterval: r.cfg.PollingInterval,
+		NoTriggers:   len(es.Spec.Triggers) == 0,
+		HPA:          hpacustody.Observed{Custody: hold.Custody, Exposed: hold.Exposed},
+		Grace:        plan.GraceObserved{Period: gracePeriodOf(es.Spec, r.cfg.GracePeriod), StartedAt: graceStart(&r.grace, key)},
+		Demand:       plan.Demand{Wake: wakeNow || activation, Traffic: activation, KeepAwake: contract.KeepAwake(es.Annotations)},
 	}
 	// A pre-warm firing wakes as an activation call does.
-	o.demand.preWarm, o.demand.preWarmNext = preWarmFiring(ctx, es, o.now, lastPreWarm(&r.preWarmed, key))
-	o.demand.wake = o.demand.wake || !o.demand.preWarm.IsZero()
+	o.Demand.PreWarm, o.Demand.PreWarmNext = plan.PreWarmFiring(ctx, es, o.Now, lastPreWarm(&r.preWarmed, key))
+	o.Demand.Wake = o.Demand.Wake || !o.Demand.PreWarm.IsZero()
 	var l listed
 
 	svc := &corev1.Service{}
 	switch err := r.client.Get(ctx, types.NamespacedName{Namespace: es.Namespace, Name: es.Spec.Service}, svc); {
 	case err == nil:
-		o.service.found, l.service = true, svc
-		o.service.refusal = refusals.Service(svc)
+		o.Service.Found, l.service = true, svc
+		o.Service.Refusal = refusals.Service(svc)
 	case apierrors.IsNotFound(err):
 	default:
 		return o, l, fmt.Errorf("get Service %s/%s: %w", es.Namespace, es.Spec.Service, err)
@@ -80,16 +81,16 @@ func (r *Reconciler) observe(ctx context.Context, es *elastiv1alpha1.ElastiServi
 
 	var replicas int32
 	var err error
-	if !wakeFromZero(es, o.demand.wake) || !r.targets.Cached(ctx, es.Namespace, es.Spec.ScaleTargetRef) {
+	if !wakeFromZero(es, o.Demand.Wake) || !r.targets.Cached(ctx, es.Namespace, es.Spec.ScaleTargetRef) {
 		replicas, err = r.target.Scaler.Replicas(ctx, es.Namespace, es.Spec.ScaleTargetRef)
 	}
 	switch {
 	case err == nil:
-		o.target.found, o.target.replicas = true, replicas
+		o.Target.Found, o.Target.Replicas = true, replicas
 	case apierrors.IsNotFound(err) || errors.Is(err, scaling.ErrTargetKindUnknown):
-		o.target.err = "it does not exist"
+		o.Target.Err = "it does not exist"
 		if errors.Is(err, scaling.ErrTargetKindUnknown) {
-			o.target.err = fmt.Sprintf("the API server serves no %s in %s", es.Spec.ScaleTargetRef.Kind, es.Spec.ScaleTargetRef.APIVersion)
+			o.Target.Err = fmt.Sprintf("the API server serves no %s in %s", es.Spec.ScaleTargetRef.Kind, es.Spec.ScaleTargetRef.APIVersion)
 		}
 	default:
 		return o, l, err
@@ -98,42 +99,42 @@ func (r *Reconciler) observe(ctx context.Context, es *elastiv1alpha1.ElastiServi
 	if l.resolvers, err = proxyslices.ListResolvers(ctx, r.client, r.cfg.ResolverNamespace); err != nil {
 		return o, l, err
 	}
-	o.resolvers = len(l.resolvers)
-	if o.service.found && !o.service.refusal.Refused() {
-		o.service.refusal = refusals.Family(svc, l.resolvers)
+	o.Resolvers = len(l.resolvers)
+	if o.Service.Found && !o.Service.Refusal.Refused() {
+		o.Service.Refusal = refusals.Family(svc, l.resolvers)
 	}
-	if o.service.found && o.target.found && !o.service.refusal.Refused() {
-		o.service.refusal = refusals.Selector(svc, es.Spec.ScaleTargetRef, r.templates.Labels(ctx, es.Namespace, es.Spec.ScaleTargetRef))
+	if o.Service.Found && o.Target.Found && !o.Service.Refusal.Refused() {
+		o.Service.Refusal = refusals.Selector(svc, es.Spec.ScaleTargetRef, r.templates.Labels(ctx, es.Namespace, es.Spec.ScaleTargetRef))
 	}
-	if o.ownReady, err = proxyslices.ServiceReady(ctx, r.client, es.Namespace, es.Spec.Service); err != nil {
+	if o.OwnReady, err = proxyslices.ServiceReady(ctx, r.client, es.Namespace, es.Spec.Service); err != nil {
 		return o, l, err
 	}
-	o.concerns.ledger = r.observeLedger(ctx, es, svc, o)
+	o.Concerns.Ledger = r.observeLedger(ctx, es, svc, o)
 	pods, podsListed, err := r.wakingPods(ctx, es, svc, o)
 	if err != nil {
 		return o, l, err
 	}
 	notCreated := r.fallback.NotCreated(ctx, es, pods, podsListed)
-	if o.concerns.fallback, err = r.fallback.Observe(ctx, es, fallback.Wake{InProgress: wakeInProgress(es, o), OwnReady: o.ownReady, Pods: pods, NotCreated: notCreated}); err != nil {
+	if o.Concerns.Fallback, err = r.fallback.Observe(ctx, es, fallback.Wake{InProgress: wakeInProgress(es, o), OwnReady: o.OwnReady, Pods: pods, NotCreated: notCreated}); err != nil {
 		return o, l, err
 	}
-	o.concerns.progress = wakeprogress.Observe(ctx, r.live, es, o.now, pods, podsListed, notCreated)
+	o.Concerns.Progress = wakeprogress.Observe(ctx, r.live, es, o.Now, pods, podsListed, notCreated)
 
-	o.phase = currentPhase(es.Status, o.target.replicas)
-	o.sleep = sleepgate.Evaluate(hpacustody.GateView(es, hold.Custody), o.now)
-	if o.needsTriggers() && !o.noTriggers {
+	o.Phase = plan.CurrentPhase(es.Status, o.Target.Replicas)
+	o.Sleep = sleepgate.Evaluate(hpacustody.GateView(es, hold.Custody), o.Now)
+	if o.NeedsTriggers() && !o.NoTriggers {
 		res := r.triggers.Evaluate(ctx, es)
-		o.triggers = &res
+		o.Triggers = &res
 		triggerEvaluations.WithLabelValues(es.Namespace, es.Name, string(res.State)).Inc()
 		ctrl.LoggerFrom(ctx).V(1).Info("triggers evaluated", "state", res.State, "value", res.Value, "reason", res.Reason)
 	}
-	if o.needsTriggers() && hold.Custody && hold.HPA != nil {
+	if o.NeedsTriggers() && hold.Custody && hold.HPA != nil {
 		var woke time.Time
 		if es.Status.LastScaledUpTime != nil {
 			woke = es.Status.LastScaledUpTime.Time
 		}
-		res := hpacustody.MetricsVerdict(hold.HPA, o.now, woke)
-		o.hpa.Metrics = &res
+		res := hpacustody.MetricsVerdict(hold.HPA, o.Now, woke)
+		o.HPA.Metrics = &res
 		ctrl.LoggerFrom(ctx).V(1).Info("HPA metrics read", "hpa", hold.HPA.Name, "state", res.State, "value", res.Value, "reason", res.Reason)
 	}
 	return o, l, nil
@@ -171,30 +172,30 @@ func lastPreWarm(firings *keyed.Map[types.NamespacedName, time.Time], key types.
 // unchanged target), and, through ledger.Observe, the woken pods while a
 // cold start is pending. The target's own pods when its template names
 // them; else those the Service routes to.
-func (r *Reconciler) observeLedger(ctx context.Context, es *elastiv1alpha1.ElastiService, svc *corev1.Service, o observed) ledger.Observed {
+func (r *Reconciler) observeLedger(ctx context.Context, es *elastiv1alpha1.ElastiService, svc *corev1.Service, o plan.Observed) ledger.Observed {
 	requests := ledger.NoTemplate
 	var tpl podtemplates.Template
-	if o.target.found {
+	if o.Target.Found {
 		if t, ok := r.templates.Read(ctx, es.Namespace, es.Spec.ScaleTargetRef); ok {
 			tpl, requests = t, t.Requests
 		}
 	}
 	sel := tpl.Labels
-	if len(sel) == 0 && o.service.found {
+	if len(sel) == 0 && o.Service.Found {
 		sel = svc.Spec.Selector
 	}
 	var pods ledger.PodLister
 	if r.live != nil {
 		pods = r.live
 	}
-	return ledger.Observe(ctx, pods, es, requests, o.ownReady, sel)
+	return ledger.Observe(ctx, pods, es, requests, o.OwnReady, sel)
 }
 
 // wakeInProgress reports whether a wake is in progress: the ElastiService
 // is in proxy mode, so the resolvers hold the Service's traffic, and its
 // target has replicas but no ready endpoint of its own yet.
-func wakeInProgress(es *elastiv1alpha1.ElastiService, o observed) bool {
-	return es.Status.Mode == elastiv1alpha1.ModeProxy && !o.ownReady && o.target.replicas > 0
+func wakeInProgress(es *elastiv1alpha1.ElastiService, o plan.Observed) bool {
+	return es.Status.Mode == elastiv1alpha1.ModeProxy && !o.OwnReady && o.Target.Replicas > 0
 }
 
 // wakingPods lists the pods of the Service, live, while a wake is in
@@ -202,8 +203,8 @@ func wakeInProgress(es *elastiv1alpha1.ElastiService, o observed) bool {
 // status.wakeProgress for the one furthest along, and both for none at all
 // (fallback.Tracker.NotCreated). A reconcile lists them once for all three.
 // listed is false when the Service has no selector to list them by.
-func (r *Reconciler) wakingPods(ctx context.Context, es *elastiv1alpha1.ElastiService, svc *corev1.Service, o observed) (pods []corev1.Pod, listed bool, err error) {
-	if !wakeInProgress(es, o) || !o.service.found || len(svc.Spec.Selector) == 0 || r.live == nil {
+func (r *Reconciler) wakingPods(ctx context.Context, es *elastiv1alpha1.ElastiService, svc *corev1.Service, o plan.Observed) (pods []corev1.Pod, listed bool, err error) {
+	if !wakeInProgress(es, o) || !o.Service.Found || len(svc.Spec.Selector) == 0 || r.live == nil {
 		return nil, false, nil
 	}
 	list := &corev1.PodList{}

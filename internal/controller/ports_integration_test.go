@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	elastiv1alpha1 "elasti.dev/elasti/api/v1alpha1"
+	"elasti.dev/elasti/internal/controller/plan"
 	"elasti.dev/elasti/internal/scaling"
 )
 
@@ -41,7 +42,7 @@ func TestPortWaiterWokenWhenPortFrees(t *testing.T) {
 	}
 	createService(t, op.ns, "c")
 	createES(t, op.ns, "c", "c", "c", noTriggers)
-	eventually(t, wait, "c waits", wantCondition(op.ns, "c", elastiv1alpha1.ConditionReady, metav1.ConditionFalse, ReasonPortsExhausted))
+	eventually(t, wait, "c waits", wantCondition(op.ns, "c", elastiv1alpha1.ConditionReady, metav1.ConditionFalse, plan.ReasonPortsExhausted))
 
 	victim := getES(t, op.ns, "a")
 	freed := victim.Status.ProxyPorts[0].ResolverPort
@@ -61,7 +62,7 @@ func TestPortWaiterWokenWhenPortFrees(t *testing.T) {
 	if took < quarantine {
 		t.Fatalf("c got the freed port %s after a's deletion, inside the %s quarantine", took, quarantine)
 	}
-	eventually(t, wait, "c ready", wantCondition(op.ns, "c", elastiv1alpha1.ConditionReady, metav1.ConditionFalse, ReasonTargetNotFound))
+	eventually(t, wait, "c ready", wantCondition(op.ns, "c", elastiv1alpha1.ConditionReady, metav1.ConditionFalse, plan.ReasonTargetNotFound))
 }
 
 // TestStartupListNotStarved: ElastiServices that exist when the operator

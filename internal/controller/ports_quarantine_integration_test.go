@@ -27,6 +27,7 @@ import (
 
 	elastiv1alpha1 "elasti.dev/elasti/api/v1alpha1"
 	"elasti.dev/elasti/internal/contract"
+	"elasti.dev/elasti/internal/controller/plan"
 	"elasti.dev/elasti/internal/scaling"
 )
 
@@ -72,7 +73,7 @@ func TestFreedPortNotReusedAtOnce(t *testing.T) {
 	eventually(t, wait, "c has a port", wantPorts(op.ns, "c", 1))
 	createES(t, op.ns, "d", "d", "d", noTriggers)
 	eventually(t, wait, "d waits: the only free port is quarantined",
-		wantCondition(op.ns, "d", elastiv1alpha1.ConditionReady, metav1.ConditionFalse, ReasonPortsExhausted))
+		wantCondition(op.ns, "d", elastiv1alpha1.ConditionReady, metav1.ConditionFalse, plan.ReasonPortsExhausted))
 	if c := readyCondition(t, op.ns, "d"); !strings.Contains(c.Message, "quarantine") {
 		t.Errorf("Ready message %q does not mention the quarantine", c.Message)
 	}

@@ -18,6 +18,7 @@ import (
 	"elasti.dev/elasti/internal/contract"
 	"elasti.dev/elasti/internal/controller/fallback"
 	"elasti.dev/elasti/internal/controller/hpacustody"
+	"elasti.dev/elasti/internal/controller/plan"
 	"elasti.dev/elasti/internal/controller/podtemplates"
 	"elasti.dev/elasti/internal/controller/ports"
 	"elasti.dev/elasti/internal/controller/proxyslices"
@@ -29,8 +30,8 @@ import (
 
 // Reconciler reconciles ElastiServices. One reconcile reads here from top to
 // bottom: observe (observe.go) reads the world, claim (claim.go) makes the
-// in-memory claims, decide (modes.go) plans, execute writes through the
-// concern that owns each object (packages scaletarget, proxyslices), and
+// in-memory claims, plan.Decide plans, execute writes through the concern
+// that owns each object (packages scaletarget, proxyslices), and
 // writeStatus (status.go) records the result.
 // Deletion takes its own path (deletion.go).
 type Reconciler struct {
@@ -49,7 +50,7 @@ type Reconciler struct {
 	// grace remembers when each ElastiService's grace period before
 	// sleeping began. In memory only: a new leader that finds a scale-down
 	// in flight has no start time and waits a full grace period of its own
-	// (see decide), which errs on the side of a target kept up.
+	// (see plan.Decide), which errs on the side of a target kept up.
 	grace keyed.Map[types.NamespacedName, time.Time]
 	// preWarmed remembers, per ElastiService, the last pre-warm firing this
 	// process recorded in a status. The cache may still hold the status
@@ -136,63 +137,63 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.
 	}
 	// A new target starts awake, as the old one was just restored: the
 	// serve/proxy cycle begins again from serve.
-	o.demand.wake = o.demand.wake || targetChanged
-	p := decide(o)
+	o.Demand.Wake = o.Demand.Wake || targetChanged
+	p := plan.Decide(o)
 	fx, err := r.execute(ctx, es, o, l, p)
-	if err == nil && fx.raised > 0 {
+	if err == nil && fx.Raised > 0 {
 		// Someone raised the target between observe and the scale-down.
 		// Their count stands, and the raise calls the scale-down off as a
 		// request during the grace period would: decide again, as for a
 		// wake, from what the target now has.
-		o.target.replicas, o.demand.wake = fx.raised, true
-		p = decide(o)
+		o.Target.Replicas, o.Demand.Wake = fx.Raised, true
+		p = plan.Decide(o)
 		fx, err = r.execute(ctx, es, o, l, p)
 	}
 	if err != nil {
 		if !apierrors.IsConflict(err) {
 			r.recorder.Eventf(es, nil, corev1.EventTypeWarning, EventScaleFailed, "Reconcile", "%v", err)
 		}
-		if p.wake && !fx.woke && fallback.ScaleRefusal(err) {
-			w := fallback.Wake{InProgress: wakeInProgress(es, o), OwnReady: o.ownReady}
-			if rerr := r.fallback.ReportRefusedWake(ctx, es, w, o.now, err); rerr != nil {
+		if p.Wake && !fx.Woke && fallback.ScaleRefusal(err) {
+			w := fallback.Wake{InProgress: wakeInProgress(es, o), OwnReady: o.OwnReady}
+			if rerr := r.fallback.ReportRefusedWake(ctx, es, w, o.Now, err); rerr != nil {
 				ctrl.LoggerFrom(ctx).Error(rerr, "cannot report the refused wake")
 			}
 		}
 		return ctrl.Result{}, err
 	}
-	if fx.woke {
+	if fx.Woke {
 		r.fallback.Woke(req.NamespacedName)
 	}
 	// A reconcile writes the status once: one that recorded the proxy ports
 	// (recordProxyPorts) wrote what it planned, and did nothing since that
 	// the status would show.
-	if !fx.recorded {
+	if !fx.Recorded {
 		if err := r.writeStatus(ctx, es, o, p, fx); err != nil {
 			return ctrl.Result{}, err
 		}
 	}
-	if fx.woke && !o.demand.preWarm.IsZero() {
-		r.preWarmed.Set(req.NamespacedName, o.demand.preWarm)
+	if fx.Woke && !o.Demand.PreWarm.IsZero() {
+		r.preWarmed.Set(req.NamespacedName, o.Demand.PreWarm)
 	}
 	// Activation calls are answered only once the status records the wake,
 	// so a caller that sees the answer also sees lastScaledUpTime.
 	if err := r.wakes.Answer(ctx, r.client, es, wakeOutcome(o, fx)); err != nil {
 		return ctrl.Result{}, err
 	}
-	setModeMetric(es.Namespace, es.Name, p.mode)
-	if fx.recorded && p.sleep {
+	setModeMetric(es.Namespace, es.Name, p.Mode)
+	if fx.Recorded && p.Sleep {
 		return ctrl.Result{RequeueAfter: soon}, nil
 	}
-	return ctrl.Result{RequeueAfter: p.requeueAfter}, nil
+	return ctrl.Result{RequeueAfter: p.RequeueAfter}, nil
 }
 
 // wakeOutcome is what the activation calls waiting on this reconcile are
 // answered: the replicas a wake gave the target, or, when a wake was asked
 // for and the target cannot be read, why.
-func wakeOutcome(o observed, fx effects) wakecalls.Outcome {
+func wakeOutcome(o plan.Observed, fx plan.Effects) wakecalls.Outcome {
 	return wakecalls.Outcome{
-		Woke: fx.woke, Replicas: fx.replicas,
-		CannotWake: o.demand.wake && !o.target.found, TargetErr: o.target.err,
+		Woke: fx.Woke, Replicas: fx.Replicas,
+		CannotWake: o.Demand.Wake && !o.Target.Found, TargetErr: o.Target.Err,
 	}
 }
 
@@ -203,35 +204,35 @@ func wakeOutcome(o observed, fx effects) wakecalls.Outcome {
 // The proxy slices list the resolvers observe listed, the same ones decide
 // counted, so a slice never disagrees with the plan that asked for it. It
 // returns what it did, for the status and the waiting activation calls.
-func (r *Reconciler) execute(ctx context.Context, es *elastiv1alpha1.ElastiService, o observed, l listed, p plan) (effects, error) {
+func (r *Reconciler) execute(ctx context.Context, es *elastiv1alpha1.ElastiService, o plan.Observed, l listed, p plan.Plan) (plan.Effects, error) {
 	log := ctrl.LoggerFrom(ctx)
-	var fx effects
-	if p.wake {
-		n, scaled, err := r.target.Wake(ctx, es, o.target.replicas)
+	var fx plan.Effects
+	if p.Wake {
+		n, scaled, err := r.target.Wake(ctx, es, o.Target.Replicas)
 		if err != nil {
 			return fx, err
 		}
-		fx.woke, fx.replicas = true, n
+		fx.Woke, fx.Replicas = true, n
 		// Repeated activation calls for a target already up complete the
 		// wake, but only a real scale-up is news worth an Event.
 		if scaled {
 			log.Info("target woken", "replicas", n)
 			r.recorder.Eventf(es, nil, corev1.EventTypeNormal, EventWoke, "Wake", "woke %s %s to %d replicas", es.Spec.ScaleTargetRef.Kind, es.Spec.ScaleTargetRef.Name, n)
 		}
-		if p.sleepCancelled {
-			log.Info("scale-down called off: traffic seen during the confirmation window", "gracePeriod", o.grace.period)
+		if p.SleepCancelled {
+			log.Info("scale-down called off: traffic seen during the confirmation window", "gracePeriod", o.Grace.Period)
 			r.recorder.Eventf(es, nil, corev1.EventTypeNormal, EventSleepCancelled, "ScaleDown",
 				"sleep cancelled: traffic seen during the confirmation window; %s %s stays up and its cooldown starts again",
 				es.Spec.ScaleTargetRef.Kind, es.Spec.ScaleTargetRef.Name)
 		}
-		if !o.demand.preWarm.IsZero() {
-			log.Info("pre-warm firing acted on", "firing", o.demand.preWarm, "replicas", n, "scaled", scaled)
-			r.announcePreWarm(es, o.demand.preWarm, n, scaled)
+		if !o.Demand.PreWarm.IsZero() {
+			log.Info("pre-warm firing acted on", "firing", o.Demand.PreWarm, "replicas", n, "scaled", scaled)
+			r.announcePreWarm(es, o.Demand.PreWarm, n, scaled)
 		}
 	}
 	var want []*discoveryv1.EndpointSlice
-	if p.slices == sliceEnsure {
-		want = proxyslices.Build(es, o.service.ports, l.resolvers)
+	if p.Slices == plan.SliceEnsure {
+		want = proxyslices.Build(es, o.Service.Ports, l.resolvers)
 	}
 	if len(want) > 0 {
 		// The allocation is durable before a slice uses it, so that a
@@ -241,43 +242,43 @@ func (r *Reconciler) execute(ctx context.Context, es *elastiv1alpha1.ElastiServi
 		if err != nil {
 			return fx, err
 		}
-		fx.recorded = recorded
+		fx.Recorded = recorded
 	}
 	if err := proxyslices.Ensure(ctx, r.client, es, want); err != nil {
 		return fx, err
 	}
 	// A refusal that leaves the data path is announced by writeStatus, with
 	// the refusal's own reason.
-	if p.failOpen && !o.service.refusal.Refused() {
+	if p.FailOpen && !o.Service.Refusal.Refused() {
 		log.Info("no ready resolvers: proxy slice removed, target kept awake")
 		r.recorder.Eventf(es, nil, corev1.EventTypeWarning, EventResolversGone, "FailOpen",
 			"no ready resolver in %s: removed the proxy EndpointSlice and kept %s %s awake", r.cfg.ResolverNamespace, es.Spec.ScaleTargetRef.Kind, es.Spec.ScaleTargetRef.Name)
 	}
-	if fx.recorded && p.sleep {
+	if fx.Recorded && p.Sleep {
 		// The status records the grace period as still running: the scale
 		// to zero, and the status that says so, are the next reconcile's.
 		return fx, nil
 	}
 	key := client.ObjectKeyFromObject(es)
 	switch {
-	case p.startGrace:
-		r.grace.Set(key, o.now)
-	case p.active != contract.ReasonScalingDown:
+	case p.StartGrace:
+		r.grace.Set(key, o.Now)
+	case p.Active != contract.ReasonScalingDown:
 		r.grace.Delete(key)
 	}
-	if p.sleep {
-		n, err := r.target.Sleep(ctx, es, o.target.replicas)
+	if p.Sleep {
+		n, err := r.target.Sleep(ctx, es, o.Target.Replicas)
 		if err != nil {
 			return fx, err
 		}
 		if n > 0 {
-			fx.raised = n
+			fx.Raised = n
 			log.Info("scale-down called off: another writer changed the target meanwhile", "replicas", n)
 			r.recorder.Eventf(es, nil, corev1.EventTypeNormal, EventScaleDownCalledOff, "ScaleDown",
 				"another writer set %s %s to %d replicas before the scale to zero; left as it is", es.Spec.ScaleTargetRef.Kind, es.Spec.ScaleTargetRef.Name, n)
 			return fx, nil
 		}
-		fx.slept = true
+		fx.Slept = true
 		log.Info("target scaled to zero")
 		r.recorder.Eventf(es, nil, corev1.EventTypeNormal, EventScaledToZero, "ScaleDown", "scaled %s %s to zero", es.Spec.ScaleTargetRef.Kind, es.Spec.ScaleTargetRef.Name)
 	}

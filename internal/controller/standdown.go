@@ -11,6 +11,7 @@ import (
 
 	elastiv1alpha1 "elasti.dev/elasti/api/v1alpha1"
 	"elasti.dev/elasti/internal/contract"
+	"elasti.dev/elasti/internal/controller/plan"
 	"elasti.dev/elasti/internal/controller/proxyslices"
 	"elasti.dev/elasti/internal/controller/refusals"
 	"elasti.dev/elasti/internal/controller/scaletarget"
@@ -69,13 +70,13 @@ func (r *Reconciler) standDown(ctx context.Context, es *elastiv1alpha1.ElastiSer
 
 	now := r.clock.Now()
 	st, f := refusals.StandDownStatus(es, rival, reason, now)
-	if !statusChanged(es.Status, st) {
+	if !plan.StatusChanged(es.Status, st) {
 		return ctrl.Result{}, nil
 	}
 	if c := meta.FindStatusCondition(es.Status.Conditions, elastiv1alpha1.ConditionReady); c == nil || c.Reason != f.Reason || c.Message != f.Message {
 		r.recorder.Eventf(es, rival, corev1.EventTypeWarning, f.Reason, "StandDown", "%s", f.Message)
 	}
-	stamp(&st, now)
+	plan.Stamp(&st, now)
 	es.Status = st
 	if err := r.client.Status().Update(ctx, es); err != nil {
 		return ctrl.Result{}, fmt.Errorf("update status of ElastiService %s: %w", key, err)

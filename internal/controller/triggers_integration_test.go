@@ -15,6 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	elastiv1alpha1 "elasti.dev/elasti/api/v1alpha1"
+	"elasti.dev/elasti/internal/controller/plan"
 	"elasti.dev/elasti/internal/scaling"
 	"elasti.dev/elasti/internal/scaling/scalingtest"
 )
@@ -46,7 +47,7 @@ func TestPrometheusTriggers(t *testing.T) {
 		es.Spec.Triggers[0].Metadata.ServerAddress = "http://127.0.0.1:1"
 	})
 
-	eventually(t, wait, "busy is active", wantCondition(op.ns, "busy", elastiv1alpha1.ConditionIdle, metav1.ConditionFalse, ReasonTriggerActive))
+	eventually(t, wait, "busy is active", wantCondition(op.ns, "busy", elastiv1alpha1.ConditionIdle, metav1.ConditionFalse, plan.ReasonTriggerActive))
 	for name, reason := range map[string]string{
 		"empty":  scaling.ReasonEmptyResult,
 		"broken": scaling.ReasonQueryFailed,

@@ -17,7 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 
 	elastiv1alpha1 "elasti.dev/elasti/api/v1alpha1"
-	"elasti.dev/elasti/internal/controller"
+	"elasti.dev/elasti/internal/controller/plan"
 )
 
 // OpenConnectionsQuery is docs/configuration.md's recipe for a target that
@@ -90,8 +90,8 @@ func TestOpenWebSocketKeepsAwakeWithConnectionQuery(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c := meta.FindStatusCondition(es.Status.Conditions, elastiv1alpha1.ConditionIdle); c == nil || c.Reason != controller.ReasonTriggerActive {
-		t.Fatalf("Idle condition %+v, want reason %s (the open WebSocket counted)", c, controller.ReasonTriggerActive)
+	if c := meta.FindStatusCondition(es.Status.Conditions, elastiv1alpha1.ConditionIdle); c == nil || c.Reason != plan.ReasonTriggerActive {
+		t.Fatalf("Idle condition %+v, want reason %s (the open WebSocket counted)", c, plan.ReasonTriggerActive)
 	}
 	if err := echo("still open"); err != nil {
 		t.Fatalf("the WebSocket was cut while it kept the app awake: %v", err)

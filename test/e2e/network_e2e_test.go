@@ -24,6 +24,7 @@ import (
 	elastiv1alpha1 "elasti.dev/elasti/api/v1alpha1"
 	"elasti.dev/elasti/internal/contract"
 	"elasti.dev/elasti/internal/controller"
+	"elasti.dev/elasti/internal/controller/plan"
 	"elasti.dev/elasti/internal/testenv/estest"
 )
 
@@ -83,8 +84,8 @@ func stayAwake(t *testing.T, e *Env, ns string, d time.Duration) {
 			return err
 		}
 		c := Condition(es, elastiv1alpha1.ConditionIdle)
-		if c == nil || c.Reason != controller.ReasonTriggerActive || !strings.Contains(c.Message, "bytes received beyond the probes") {
-			return fmt.Errorf("idle condition %+v, want reason %s from the network trigger's measure", c, controller.ReasonTriggerActive)
+		if c == nil || c.Reason != plan.ReasonTriggerActive || !strings.Contains(c.Message, "bytes received beyond the probes") {
+			return fmt.Errorf("idle condition %+v, want reason %s from the network trigger's measure", c, plan.ReasonTriggerActive)
 		}
 		t.Logf("still awake after %s: %s", d, c.Message)
 		return nil

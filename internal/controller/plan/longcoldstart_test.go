@@ -1,4 +1,4 @@
-package controller
+package plan
 
 import (
 	"testing"
@@ -33,7 +33,7 @@ func TestDecideLongColdStartIsNotPutToSleep(t *testing.T) {
 	}
 	idle := &scaling.Result{State: scaling.StateIdle}
 	ports := []elastiv1alpha1.ProxyPort{{Name: "http", Port: 80, ResolverPort: 20000}}
-	serve := plan{slices: sliceDelete, mode: elastiv1alpha1.ModeServe, active: contract.ReasonServing}
+	serve := Plan{Slices: SliceDelete, Mode: elastiv1alpha1.ModeServe, Active: contract.ReasonServing}
 	for _, tc := range []struct {
 		name      string
 		ready     metav1.Condition
@@ -60,31 +60,31 @@ func TestDecideLongColdStartIsNotPutToSleep(t *testing.T) {
 			if v.Reason != tc.wantGate {
 				t.Fatalf("sleep gate %s (%s), want %s", v.Reason, v.Message, tc.wantGate)
 			}
-			o := observed{
-				now:          now,
-				phase:        phaseServe,
-				resolvers:    2,
-				ownReady:     tc.ownReady,
-				sleep:        v,
-				pollInterval: 30 * time.Second,
-				service:      serviceObserved{found: true, ports: ports},
-				target:       targetObserved{found: true, replicas: 1},
-				grace:        graceObserved{period: 2 * time.Second},
+			o := Observed{
+				Now:          now,
+				Phase:        PhaseServe,
+				Resolvers:    2,
+				OwnReady:     tc.ownReady,
+				Sleep:        v,
+				PollInterval: 30 * time.Second,
+				Service:      ServiceObserved{Found: true, Ports: ports},
+				Target:       TargetObserved{Found: true, Replicas: 1},
+				Grace:        GraceObserved{Period: 2 * time.Second},
 			}
-			if o.needsTriggers() {
-				o.triggers = idle
+			if o.NeedsTriggers() {
+				o.Triggers = idle
 			}
-			got := decide(o)
-			if sleeping := got.startGrace; sleeping != tc.wantSleep {
+			got := Decide(o)
+			if sleeping := got.StartGrace; sleeping != tc.wantSleep {
 				t.Fatalf("decide started a scale-down: %v, want %v (plan %+v)", sleeping, tc.wantSleep, got)
 			}
 			if !tc.wantSleep {
 				want := serve
-				want.requeueAfter = got.requeueAfter
-				if diff := cmp.Diff(want, got, cmp.AllowUnexported(plan{})); diff != "" {
+				want.RequeueAfter = got.RequeueAfter
+				if diff := cmp.Diff(want, got); diff != "" {
 					t.Fatalf("plan (-want +got):\n%s", diff)
 				}
-				if got.requeueAfter <= 0 {
+				if got.RequeueAfter <= 0 {
 					t.Fatal("a target held awake by a gate that time or readiness lifts must be polled")
 				}
 			}

@@ -1,4 +1,4 @@
-package controller
+package plan
 
 import (
 	"context"
@@ -46,7 +46,7 @@ func TestPreWarmFiring(t *testing.T) {
 			PreWarm: &elastiv1alpha1.PreWarm{Schedule: "55 8 * * 1-5", TimeZone: "Nowhere/Town"}}}, firing, time.Time{}, time.Time{}, time.Time{}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			due, next := preWarmFiring(context.Background(), tc.es, tc.now, tc.recorded)
+			due, next := PreWarmFiring(context.Background(), tc.es, tc.now, tc.recorded)
 			if !due.Equal(tc.wantDue) || !next.Equal(tc.wantNext) {
 				t.Errorf("got (%s, %s), want (%s, %s)", due, next, tc.wantDue, tc.wantNext)
 			}
@@ -60,11 +60,11 @@ func TestPreWarmStatus(t *testing.T) {
 	firing := time.Date(2026, 3, 30, 6, 55, 0, 0, time.UTC)
 	now := firing.Add(40 * time.Second)
 	es := &elastiv1alpha1.ElastiService{}
-	st := desiredStatus(es, observed{now: now, demand: demand{preWarm: firing}, service: serviceObserved{found: true}, target: targetObserved{found: true}}, plan{mode: elastiv1alpha1.ModeServe}, effects{woke: true, replicas: 1}, "ns")
+	st := DesiredStatus(es, Observed{Now: now, Demand: Demand{PreWarm: firing}, Service: ServiceObserved{Found: true}, Target: TargetObserved{Found: true}}, Plan{Mode: elastiv1alpha1.ModeServe}, Effects{Woke: true, Replicas: 1}, "ns")
 	if st.LastPreWarmTime == nil || !st.LastPreWarmTime.Time.Equal(firing) || !st.LastScaledUpTime.Time.Equal(now) {
 		t.Errorf("lastPreWarmTime %v, lastScaledUpTime %v; want the firing %s and the wake %s", st.LastPreWarmTime, st.LastScaledUpTime, firing, now)
 	}
-	st = desiredStatus(es, observed{now: now, service: serviceObserved{found: true}, target: targetObserved{found: true}}, plan{mode: elastiv1alpha1.ModeServe}, effects{woke: true, replicas: 1}, "ns")
+	st = DesiredStatus(es, Observed{Now: now, Service: ServiceObserved{Found: true}, Target: TargetObserved{Found: true}}, Plan{Mode: elastiv1alpha1.ModeServe}, Effects{Woke: true, Replicas: 1}, "ns")
 	if st.LastPreWarmTime != nil {
 		t.Errorf("a wake without a firing recorded lastPreWarmTime %v", st.LastPreWarmTime)
 	}

@@ -1,4 +1,4 @@
-package controller
+package plan
 
 import (
 	"fmt"
@@ -22,30 +22,30 @@ func TestDecideNeverLeavesATargetAtZeroUnheld(t *testing.T) {
 	now := time.Date(2030, 1, 1, 12, 0, 0, 0, time.UTC)
 	ports := []elastiv1alpha1.ProxyPort{{Name: "http", Port: 80, ResolverPort: 20000}}
 	open := sleepgate.Verdict{Reason: sleepgate.ReasonOpen, Polls: true}
-	wokenOpen := plan{wake: true, failOpen: true, slices: sliceDelete, mode: elastiv1alpha1.ModeServe,
-		active: contract.ReasonWaking, requeueAfter: 30 * time.Second}
+	wokenOpen := Plan{Wake: true, FailOpen: true, Slices: SliceDelete, Mode: elastiv1alpha1.ModeServe,
+		Active: contract.ReasonWaking, RequeueAfter: 30 * time.Second}
 	for _, tc := range []struct {
 		name  string
-		phase phase
+		phase Phase
 		grace time.Time
 	}{
-		{"status still ScalingDown, grace over", phaseScalingDown, now.Add(-time.Minute)},
-		{"status still ScalingDown, new leader", phaseScalingDown, time.Time{}},
-		{"status still serve", phaseServe, time.Time{}},
-		{"status proxy", phaseProxy, time.Time{}},
+		{"status still ScalingDown, grace over", PhaseScalingDown, now.Add(-time.Minute)},
+		{"status still ScalingDown, new leader", PhaseScalingDown, time.Time{}},
+		{"status still serve", PhaseServe, time.Time{}},
+		{"status proxy", PhaseProxy, time.Time{}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			o := observed{
-				now:          now,
-				phase:        tc.phase,
-				resolvers:    0,
-				sleep:        open,
-				pollInterval: 30 * time.Second,
-				service:      serviceObserved{found: true, ports: ports},
-				target:       targetObserved{found: true, replicas: 0},
-				grace:        graceObserved{startedAt: tc.grace, period: 2 * time.Second},
+			o := Observed{
+				Now:          now,
+				Phase:        tc.phase,
+				Resolvers:    0,
+				Sleep:        open,
+				PollInterval: 30 * time.Second,
+				Service:      ServiceObserved{Found: true, Ports: ports},
+				Target:       TargetObserved{Found: true, Replicas: 0},
+				Grace:        GraceObserved{StartedAt: tc.grace, Period: 2 * time.Second},
 			}
-			if diff := cmp.Diff(wokenOpen, decide(o), cmp.AllowUnexported(plan{})); diff != "" {
+			if diff := cmp.Diff(wokenOpen, Decide(o)); diff != "" {
 				t.Errorf("(-want +got)\n%s", diff)
 			}
 		})
@@ -87,7 +87,7 @@ func TestDecideSleepsOnlyOnConfirmedIdle(t *testing.T) {
 		"held, not read":     {Custody: true},
 		"floor not raisable": {Exposed: true},
 	}
-	for _, ph := range []phase{phaseServe, phaseScalingDown, phaseProxy, phaseWaking} {
+	for _, ph := range []Phase{PhaseServe, PhaseScalingDown, PhaseProxy, PhaseWaking} {
 		for graceName, started := range graces {
 			for trigName, trig := range triggers {
 				for hpaName, hpa := range hpas {
@@ -98,41 +98,41 @@ func TestDecideSleepsOnlyOnConfirmedIdle(t *testing.T) {
 								{true, false, true}, {false, true, true}, {true, true, true},
 							} {
 								wake, keep, ready := flags[0], flags[1], flags[2]
-								o := observed{
-									now:          now,
-									phase:        ph,
-									resolvers:    1,
-									ownReady:     ready,
-									sleep:        gate,
-									triggers:     trig,
-									noTriggers:   noTriggers,
-									hpa:          hpa,
-									pollInterval: 30 * time.Second,
-									service:      serviceObserved{found: true, ports: ports},
-									target:       targetObserved{found: true, replicas: 1},
-									demand:       demand{wake: wake, keepAwake: keep},
-									grace:        graceObserved{startedAt: started, period: grace},
+								o := Observed{
+									Now:          now,
+									Phase:        ph,
+									Resolvers:    1,
+									OwnReady:     ready,
+									Sleep:        gate,
+									Triggers:     trig,
+									NoTriggers:   noTriggers,
+									HPA:          hpa,
+									PollInterval: 30 * time.Second,
+									Service:      ServiceObserved{Found: true, Ports: ports},
+									Target:       TargetObserved{Found: true, Replicas: 1},
+									Demand:       Demand{Wake: wake, KeepAwake: keep},
+									Grace:        GraceObserved{StartedAt: started, Period: grace},
 								}
-								p := decide(o)
+								p := Decide(o)
 								name := fmt.Sprintf("%s, grace %s, triggers %s (none configured %v), HPA %s, gate %s, wake %v, keep-awake %v, ready %v",
 									ph, graceName, trigName, noTriggers, hpaName, gate.Reason, wake, keep, ready)
 								idle := trigName == "idle" && !noTriggers && (hpaName == "none" || hpaName == "held, zero") ||
 									noTriggers && hpaName == "held, zero"
-								confirmed := ph == phaseScalingDown && graceName == "over" && idle &&
+								confirmed := ph == PhaseScalingDown && graceName == "over" && idle &&
 									gate.Allowed() && !wake && !keep
-								if p.sleep != confirmed {
-									t.Errorf("%s: sleep = %v, want %v", name, p.sleep, confirmed)
+								if p.Sleep != confirmed {
+									t.Errorf("%s: sleep = %v, want %v", name, p.Sleep, confirmed)
 								}
-								if ph == phaseScalingDown && graceName == "over" && !p.sleep && p.active == contract.ReasonScalingDown {
+								if ph == PhaseScalingDown && graceName == "over" && !p.Sleep && p.Active == contract.ReasonScalingDown {
 									t.Errorf("%s: the grace period is over but the scale-down neither completed nor was called off", name)
 								}
-								if p.sleep && p.wake {
+								if p.Sleep && p.Wake {
 									t.Errorf("%s: plan both wakes and sleeps", name)
 								}
 								// (A new leader that finds a scale-down in flight
 								// waits a grace period of its own, whatever the
 								// triggers say: the end of it checks again.)
-								if ph == phaseServe && p.startGrace && (!idle || !gate.Allowed()) {
+								if ph == PhaseServe && p.StartGrace && (!idle || !gate.Allowed()) {
 									t.Errorf("%s: a scale-down started without every voice saying idle", name)
 								}
 							}
