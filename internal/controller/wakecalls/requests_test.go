@@ -2,6 +2,7 @@ package wakecalls
 
 import (
 	"context"
+	"errors"
 	"sync/atomic"
 	"testing"
 
@@ -51,7 +52,7 @@ func TestAnswerRemovesWakeNow(t *testing.T) {
 	// Complete answers the calls of a wake that is not coming.
 	reqs.Complete(key, 0, context.Canceled)
 	<-call.done
-	if call.err != context.Canceled {
+	if !errors.Is(call.err, context.Canceled) {
 		t.Errorf("call error %v, want %v", call.err, context.Canceled)
 	}
 }
