@@ -23,7 +23,6 @@ import (
 	"elasti.dev/elasti/internal/controller/hpacustody"
 	"elasti.dev/elasti/internal/controller/podtemplates"
 	"elasti.dev/elasti/internal/controller/ports"
-	"elasti.dev/elasti/internal/controller/proxyslices"
 	"elasti.dev/elasti/internal/controller/scaletarget"
 	"elasti.dev/elasti/internal/controller/targets"
 	"elasti.dev/elasti/internal/controller/wakecalls"
@@ -147,7 +146,7 @@ func Setup(ctx context.Context, mgr ctrl.Manager, cfg Config, deps Deps) (*wakec
 	}
 	r.templates = &podtemplates.Cache{Live: live, Targets: r.targets}
 	r.live = live
-	r.fallback = &fallback.Tracker{Services: r.client, SlicesReady: proxyslices.OwnReady, Targets: r.templates, Events: live,
+	r.fallback = &fallback.Tracker{Services: r.client, Targets: r.templates, Events: live,
 		Status: r.client, Recorder: r.recorder}
 	return &wakecalls.Waker{Reader: live, Cache: mgr.GetCache(), Writer: mgr.GetClient(), Elected: mgr.Elected(), Timeout: cfg.WakeTimeout, Requests: r.wakes}, nil
 }

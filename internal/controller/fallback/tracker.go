@@ -15,6 +15,7 @@ import (
 
 	elastiv1alpha1 "elasti.dev/elasti/api/v1alpha1"
 	"elasti.dev/elasti/internal/contract"
+	"elasti.dev/elasti/internal/controller/proxyslices"
 	"elasti.dev/elasti/internal/keyed"
 )
 
@@ -44,10 +45,6 @@ type StatusWriter interface {
 type Tracker struct {
 	// Services gets the fallback Service and lists its EndpointSlices.
 	Services Reader
-	// SlicesReady is the operator's rule for a Service's own EndpointSlices
-	// listing a ready endpoint, the one the reconciler applies to the
-	// Service itself; it is defined once, there.
-	SlicesReady func([]discoveryv1.EndpointSlice) bool
 	// Targets reads what a scale target's own object says of the creation
 	// of its pods.
 	Targets CreationReader
@@ -110,7 +107,7 @@ func (t *Tracker) Observe(ctx context.Context, es *elastiv1alpha1.ElastiService,
 			client.MatchingLabels{discoveryv1.LabelServiceName: p.Fallback.Service}); err != nil {
 			return f, fmt.Errorf("list EndpointSlices of fallback Service %s/%s: %w", es.Namespace, p.Fallback.Service, err)
 		}
-		f.Ready = t.SlicesReady(slices.Items)
+		f.Ready = proxyslices.OwnReady(slices.Items)
 	case apierrors.IsNotFound(err):
 	default:
 		return f, fmt.Errorf("get fallback Service %s/%s: %w", es.Namespace, p.Fallback.Service, err)

@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
@@ -30,17 +31,6 @@ type recorder struct{ events []recorded }
 
 func (r *recorder) Eventf(_ runtime.Object, _ runtime.Object, eventtype, reason, _, note string, args ...interface{}) {
 	r.events = append(r.events, recorded{eventtype, reason, fmt.Sprintf(note, args...)})
-}
-
-// anyReady stands in for the operator's rule: a slice with an endpoint
-// counts.
-func anyReady(slices []discoveryv1.EndpointSlice) bool {
-	for _, s := range slices {
-		if len(s.Endpoints) > 0 {
-			return true
-		}
-	}
-	return false
 }
 
 // waking is an ElastiService in proxy mode whose wake began at wakeAt,
@@ -63,7 +53,7 @@ func waking() *elastiv1alpha1.ElastiService {
 func fallbackService(ready bool) []client.Object {
 	s := &discoveryv1.EndpointSlice{ObjectMeta: metav1.ObjectMeta{Namespace: "ai", Name: "web-static-1", Labels: map[string]string{discoveryv1.LabelServiceName: "web-static"}}}
 	if ready {
-		s.Endpoints = []discoveryv1.Endpoint{{Addresses: []string{"10.0.0.1"}}}
+		s.Endpoints = []discoveryv1.Endpoint{{Addresses: []string{"10.0.0.1"}, Conditions: discoveryv1.EndpointConditions{Ready: ptr.To(true)}}}
 	}
 	return []client.Object{&corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "ai", Name: "web-static"}}, s}
 }
@@ -79,7 +69,7 @@ func newTracker(t *testing.T, objs ...client.Object) (*Tracker, client.Client, *
 	}
 	c := fake.NewClientBuilder().WithScheme(s).WithObjects(objs...).WithStatusSubresource(&elastiv1alpha1.ElastiService{}).Build()
 	rec := &recorder{}
-	return &Tracker{Services: c, SlicesReady: anyReady, Status: c, Recorder: rec}, c, rec
+	return &Tracker{Services: c, Status: c, Recorder: rec}, c, rec
 }
 
 func TestTrackerObserve(t *testing.T) {
