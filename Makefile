@@ -4,7 +4,8 @@ SHELL := /usr/bin/env bash -o pipefail
 .DEFAULT_GOAL := help
 
 export GOTOOLCHAIN := local
-export GOFLAGS := -buildvcs=false
+# The same Go settings as hack/lib/goenv.sh.
+export GOFLAGS := -buildvcs=false -gcflags=all=-dwarf=false
 
 TOOLS := $(CURDIR)/bin/tools
 CONTROLLER_GEN_VERSION := v0.23.0

@@ -15,7 +15,7 @@
 # compares them with the goals).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-export GOTOOLCHAIN=local GOFLAGS=-buildvcs=false
+source hack/lib/goenv.sh
 start=$(date +%s)
 mkdir -p bin bench/results
 go build -tags bench -o bin/elasti-bench ./bench

@@ -3,22 +3,31 @@
 # build and import the images, then let test/demo narrate a scale to zero and a wake.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-export GOTOOLCHAIN=local GOFLAGS=-buildvcs=false
+source hack/lib/goenv.sh
 step() { printf '\n\033[1m==> %s\033[0m\n' "$*"; }
 # quiet runs a go command without its "go: downloading" lines (hundreds on a
 # first run); everything else it prints still shows.
 quiet() { "$@" 2> >(sed -u '/^go: downloading /d' >&2); }
 
 step "1/4 Kubernetes binaries and images (the first run compiles etcd, Kubernetes, CoreDNS and Elasti from the Go module proxy: about 10 minutes on 2 CPUs; later runs reuse ~/.cache/elasti)"
-quiet go build -o bin/elasti-cluster ./test/cluster/cmd/elasti-cluster
-# The images (CoreDNS, the demo app, the operator, the resolver) build beside
-# Kubernetes: its build alone keeps two CPUs busy only about half the time.
-# They build at the lowest CPU priority, so that they take the CPU time
-# Kubernetes leaves unused and do not slow it down.
 mkdir -p bin
-(nice -n 19 bin/elasti-cluster prebuild --k8s-bin-dir /nonexistent && quiet nice -n 19 go build -o bin/elasti-demo ./test/demo) >bin/demo-prebuild.log 2>&1 &
+# Kubernetes first: its build is the longest (the harness's own build would
+# otherwise come before it, and its module downloads leave CPUs idle).
+setsid hack/k8s-binaries.sh >bin/.k8s-bin-dir &
+k8s=$!
+trap 'kill -- "-$k8s" 2>/dev/null || true' EXIT
+# The harness and the narrator build as the images do (static, -trimpath:
+# test/cluster/gobuild.go), so the images and CoreDNS reuse the packages
+# compiled here instead of compiling their own set.
+static() { quiet env CGO_ENABLED=0 "$@"; }
+static go build -trimpath -o bin/elasti-cluster ./test/cluster/cmd/elasti-cluster
+# The images (CoreDNS, the demo app, the operator, the resolver) build beside
+# Kubernetes, at the lowest CPU priority, so that they take the CPU time
+# Kubernetes leaves unused and do not slow it down.
+(nice -n 19 bin/elasti-cluster prebuild --k8s-bin-dir /nonexistent && static nice -n 19 go build -trimpath -o bin/elasti-demo ./test/demo) >bin/demo-prebuild.log 2>&1 &
 prebuild=$!
-ELASTI_K8S_BIN=$(hack/k8s-binaries.sh)
+wait "$k8s" || { echo "demo: building Kubernetes failed (above)" >&2; exit 1; }
+ELASTI_K8S_BIN=$(cat bin/.k8s-bin-dir)
 export ELASTI_K8S_BIN
 if ! wait "$prebuild"; then
   cat bin/demo-prebuild.log >&2

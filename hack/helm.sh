@@ -15,7 +15,8 @@ HELM_VERSION=${HELM_VERSION:-v3.22.0}
 # refuse charts with a kubeVersion constraint.
 HELM_K8S_MINOR=${HELM_K8S_MINOR:-37}
 
-export GOTOOLCHAIN=local GOFLAGS=-buildvcs=false CGO_ENABLED=0
+source "$(dirname "${BASH_SOURCE[0]}")/lib/goenv.sh"
+export CGO_ENABLED=0
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 tools="$root/bin/tools"

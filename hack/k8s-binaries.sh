@@ -4,10 +4,11 @@
 #
 #   ${ELASTI_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/elasti}/k8s-<version>/
 #
-# etcd comes from its own throwaway module; the Kubernetes binaries from a
-# throwaway module that requires k8s.io/kubernetes and replaces every staging
-# module with its v0.<minor>.<patch> twin (upstream's own replace directives
-# point into its source tree, which a dependency cannot use).
+# etcd comes from its own throwaway module (built once, for every version); the
+# Kubernetes binaries from a throwaway module that requires k8s.io/kubernetes
+# and replaces every staging module with its v0.<minor>.<patch> twin
+# (upstream's own replace directives point into its source tree, which a
+# dependency cannot use).
 #
 # Only what the local cluster and envtest need is built by default: etcd and
 # the Kubernetes binaries. With the argument "addons" it also builds the
@@ -116,11 +117,19 @@ mkdir -p "$OUT"
 work=$(mktemp -d "${TMPDIR:-/tmp}/elasti-k8s-build.XXXXXX")
 trap 'rm -rf "$work"' EXIT
 
+# build_etcd puts etcd into $OUT. Every Kubernetes version here runs the same
+# etcd release, so it is built once, into $CACHE/etcd-<version>/ under a lock
+# of its own (the envtest tiers of two versions ask for it at the same time),
+# and linked into each version's directory.
 build_etcd() {
   built etcd "$ETCD_VERSION" && return 0
-  local d="$work/etcd" patch=${ETCD_VERSION##*.}
-  mkdir -p "$d"
-  cat >"$d/go.mod" <<MOD
+  local shared="$CACHE/etcd-$ETCD_VERSION"
+  (
+    flock 7
+    [[ -x "$shared/etcd" ]] && exit 0
+    local d="$work/etcd" patch=${ETCD_VERSION##*.}
+    mkdir -p "$d" "$shared"
+    cat >"$d/go.mod" <<MOD
 module elasti.local/etcd-build
 
 go 1.23
@@ -136,10 +145,13 @@ replace (
 	go.etcd.io/etcd/raft/v3 => go.etcd.io/etcd/raft/v3 $ETCD_VERSION
 )
 MOD
-  # A lower CPU priority: etcd builds beside Kubernetes, whose longer build
-  # decides when both are ready.
-  progress "etcd $ETCD_VERSION" "about a minute" \
-    nice -n 10 bash -c 'cd "$1" && go mod download go.etcd.io/etcd/server/v3 && go build -mod=mod -trimpath -o "$2/etcd" go.etcd.io/etcd/server/v3' _ "$d" "$OUT"
+    # A lower CPU priority: etcd builds beside Kubernetes, whose longer build
+    # decides when both are ready.
+    progress "etcd $ETCD_VERSION" "about a minute" \
+      nice -n 10 bash -c 'cd "$1" && go mod download go.etcd.io/etcd/server/v3 && go build -mod=mod -trimpath -o "$2/etcd.tmp" go.etcd.io/etcd/server/v3' _ "$d" "$shared"
+    mv "$shared/etcd.tmp" "$shared/etcd"
+  ) 7>"$CACHE/.etcd-$ETCD_VERSION.lock"
+  ln -f "$shared/etcd" "$OUT/etcd" 2>/dev/null || cp "$shared/etcd" "$OUT/etcd"
   stamp etcd "$ETCD_VERSION"
 }
 

@@ -11,7 +11,7 @@
 # ELASTI_E2E_RUN=REGEXP runs only the tests it matches (go test -run).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-export GOTOOLCHAIN=local GOFLAGS=-buildvcs=false
+source hack/lib/goenv.sh
 # Chromium, for the waking page's test; the rest is there from `make deps`.
 hack/install-deps.sh browser
 ELASTI_K8S_BIN=$(hack/k8s-binaries.sh addons)

@@ -19,7 +19,7 @@
 # does not set the pace of the whole tier.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-export GOTOOLCHAIN=local GOFLAGS=-buildvcs=false
+source hack/lib/goenv.sh
 K8S_VERSION=${K8S_VERSION:?K8S_VERSION is set by the Makefile}
 parallel=${ELASTI_INTEGRATION_PARALLEL:-4}
 split=${ELASTI_INTEGRATION_SPLIT-./internal/controller}

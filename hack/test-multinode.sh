@@ -6,7 +6,7 @@
 # operator is built first (hack/keda.sh) for TestMultiNodeKEDAScaledObject.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-export GOTOOLCHAIN=local GOFLAGS=-buildvcs=false
+source hack/lib/goenv.sh
 ELASTI_K8S_BIN=$(hack/k8s-binaries.sh addons)
 ELASTI_KEDA_DIR=$(hack/keda.sh)
 export ELASTI_K8S_BIN ELASTI_KEDA_DIR

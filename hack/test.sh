@@ -18,7 +18,7 @@
 # The first tier that fails stops the run; the summary still prints.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-export GOTOOLCHAIN=local GOFLAGS=-buildvcs=false
+source hack/lib/goenv.sh
 : "${OLDEST_K8S_VERSION:?set by the Makefile}"
 mkdir -p bin
 start=$SECONDS

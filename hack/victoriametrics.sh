@@ -13,7 +13,8 @@
 # newer Go than this project's; do not raise the version without checking.
 # CGO_ENABLED=0 gives the pure-Go builds (no C toolchain needed).
 #
-# Idempotent: when the directory holds both binaries it prints it and exits.
+# Idempotent: when the directory holds both binaries it prints it and exits;
+# while another process builds them, it waits for that build.
 # The build goes to a temporary directory beside it, moved into place only once
 # both binaries are built, so an interrupted build is never taken for a
 # finished one. Prints the directory on stdout, progress on stderr.
@@ -25,7 +26,8 @@ APPS=(victoria-metrics vmauth)
 CACHE=${ELASTI_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/elasti}
 OUT="$CACHE/victoriametrics-$VM_VERSION"
 
-export GOTOOLCHAIN=local GOFLAGS=-buildvcs=false CGO_ENABLED=0
+source "$(dirname "${BASH_SOURCE[0]}")/lib/goenv.sh"
+export CGO_ENABLED=0
 
 log() { echo "victoriametrics: $*" >&2; }
 
@@ -39,7 +41,15 @@ if complete; then
   exit 0
 fi
 
+# One build at a time: the envtest tiers of two Kubernetes versions start
+# together and both ask for it; the second waits for the first's binaries.
 mkdir -p "$CACHE"
+exec 9>"$CACHE/.victoriametrics-$VM_VERSION.lock"
+flock 9
+if complete; then
+  echo "$OUT"
+  exit 0
+fi
 work=$(mktemp -d "$CACHE/.victoriametrics-$VM_VERSION.build.XXXXXX")
 trap 'rm -rf "$work"' EXIT
 
@@ -61,13 +71,11 @@ if ((rc != 0)); then
 fi
 log "built in $(((SECONDS - start) / 60))m$(((SECONDS - start) % 60))s"
 
-# A run beside this one may have finished first: keep its directory. One
-# left without both binaries is replaced.
-if ! complete; then
-  rm -rf "$OUT"
-  chmod 755 "$work"
-  mv -T "$work" "$OUT"
-  trap - EXIT
-fi
+# A directory left without both binaries (an interrupted build of an older
+# version of this script) is replaced.
+rm -rf "$OUT"
+chmod 755 "$work"
+mv -T "$work" "$OUT"
+trap - EXIT
 log "binaries ready in $OUT"
 echo "$OUT"

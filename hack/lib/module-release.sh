@@ -10,7 +10,8 @@
 # then release_src and release_build, and release_done once OUT's content is
 # in $work/out.
 
-export GOTOOLCHAIN=local GOFLAGS=-buildvcs=false CGO_ENABLED=0
+source "$(dirname "${BASH_SOURCE[0]}")/goenv.sh"
+export CGO_ENABLED=0
 
 log() { echo "$NAME: $*" >&2; }
 

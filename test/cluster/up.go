@@ -224,7 +224,7 @@ func (c Config) Up(ctx context.Context, logf Logf) error {
 // systemImageTarballs builds the images the cluster itself needs (pause,
 // CoreDNS) and returns their tarballs, for every node's containerd.
 func (c Config) systemImageTarballs(ctx context.Context, logf Logf) ([]string, error) {
-	corednsBin, err := EnsureCoreDNS(ctx, c.CacheDir, logf)
+	corednsBin, err := EnsureCoreDNS(ctx, c.CacheDir, c.RepoRoot, logf)
 	if err != nil {
 		return nil, err
 	}
