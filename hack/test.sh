@@ -3,10 +3,10 @@
 #
 #   unit          go test -race ./... and each fuzz target (make test-unit)
 #   integration   envtest on K8S_VERSION, integration tests only (make
-#                 test-integration), at a lower CPU priority beside unit
+#                 test-integration), at a lower CPU priority beside unit and e2e
 #   oldest        envtest on OLDEST_K8S_VERSION (make test-integration-oldest),
 #                 the same, beside them
-#   e2e           the local cluster, one node (make test-e2e)
+#   e2e           the local cluster, one node (make test-e2e), after unit
 #   multinode     the local cluster, two nodes (make test-multinode)
 #
 # While the first tiers run, what the end-to-end tiers need and a fresh
@@ -93,14 +93,18 @@ join() {
 }
 
 # The envtest tiers use little CPU (their API servers mostly wait), so both
-# run beside the unit tier, which does. The end-to-end tiers come after,
-# alone: with their tests in parallel they keep both CPUs busy.
+# run beside the unit tier, which does, and go on beside the single-node
+# end-to-end tier, which starts as soon as the unit tier is done: at their
+# lower CPU priority they take what the cluster leaves (none of them touches
+# what the end-to-end hygiene check compares: test/cluster/snapshot.go). On a
+# fresh machine the oldest tier first builds its kube-apiserver, which takes
+# longer than the unit tier. The multi-node tier comes last, alone.
 beside integration make --no-print-directory test-integration
 beside oldest make --no-print-directory test-integration-oldest
 tier unit make --no-print-directory test-unit
+tier e2e make --no-print-directory test-e2e
 join integration
 join oldest
-tier e2e make --no-print-directory test-e2e
 tier multinode make --no-print-directory test-multinode
 
 # The background builds are done by now (the last tier needed the last of
