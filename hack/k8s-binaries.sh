@@ -147,7 +147,7 @@ replace (
 MOD
     # A lower CPU priority: etcd builds beside Kubernetes, whose longer build
     # decides when both are ready.
-    progress "etcd $ETCD_VERSION" "about a minute" \
+    progress "etcd $ETCD_VERSION" "about a minute (longer beside Kubernetes)" \
       nice -n 10 bash -c 'cd "$1" && go mod download go.etcd.io/etcd/server/v3 && go build -mod=mod -trimpath -o "$2/etcd.tmp" go.etcd.io/etcd/server/v3' _ "$d" "$shared"
     mv "$shared/etcd.tmp" "$shared/etcd"
   ) 7>"$CACHE/.etcd-$ETCD_VERSION.lock"

@@ -51,12 +51,20 @@ tier() {
 # a run that stops early stops it too, children and all.
 background=()
 trap 'for p in "${background[@]}"; do kill -- "-$p" 2>/dev/null || true; done' EXIT
-# One build after another, in the order the tiers need them.
-setsid bash -c '
+# One build after another, in the order the tiers need them. The whole
+# chain runs at the lowest priority (its builds inherit it) until the
+# end-to-end tier starts and waits for it: then it is raised (prioritize),
+# so that it no longer yields to the envtest tiers beside.
+setsid nice -n 19 bash -c '
   for build in "hack/k8s-binaries.sh addons" hack/argo-rollouts.sh hack/keda.sh; do
-    nice -n 19 $build >/dev/null 2>&1 || echo "the background build \"$build\" failed; the tier that needs it builds it again"
+    $build >/dev/null 2>&1 || echo "the background build \"$build\" failed; the tier that needs it builds it again"
   done' >bin/prebuild.log 2>&1 &
-background+=($!)
+prebuild=$!
+background+=($prebuild)
+
+# prioritize gives the background builds (their process group) the
+# priority of the tiers in the foreground.
+prioritize() { renice -n 0 -g "$prebuild" >/dev/null 2>&1 || true; }
 
 # beside NAME COMMAND...: runs one tier in the background, at a lower CPU
 # priority, its output kept for join.
@@ -102,6 +110,7 @@ join() {
 beside integration make --no-print-directory test-integration
 beside oldest make --no-print-directory test-integration-oldest
 tier unit make --no-print-directory test-unit
+prioritize
 tier e2e make --no-print-directory test-e2e
 join integration
 join oldest

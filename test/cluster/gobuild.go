@@ -59,7 +59,7 @@ func EnsureCoreDNS(ctx context.Context, cacheDir, repoRoot string, logf func(str
 			return bin, nil
 		}
 	}
-	logf("building CoreDNS %s (once: about a minute on 2 CPUs; cached afterwards in %s)", CoreDNSVersion, dir)
+	logf("building CoreDNS %s (once: about a minute alone on 2 CPUs, longer beside other builds; cached afterwards in %s)", CoreDNSVersion, dir)
 	start := time.Now()
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return "", err
