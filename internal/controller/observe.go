@@ -65,7 +65,8 @@ func (r *Reconciler) observe(ctx context.Context, es *elastiv1alpha1.ElastiServi
 		Demand:       plan.Demand{Wake: wakeNow || activation, Traffic: activation, KeepAwake: contract.KeepAwake(es.Annotations)},
 	}
 	// A pre-warm firing wakes as an activation call does.
-	o.Demand.PreWarm, o.Demand.PreWarmNext = plan.PreWarmFiring(ctx, es, o.Now, lastPreWarm(&r.preWarmed, key))
+	o.Demand.PreWarmHandled = lastPreWarm(&r.preWarmed, key)
+	o.Demand.PreWarm, o.Demand.PreWarmNext = plan.PreWarmFiring(ctx, es, o.Now, o.Demand.PreWarmHandled)
 	o.Demand.Wake = o.Demand.Wake || !o.Demand.PreWarm.IsZero()
 	var l listed
 

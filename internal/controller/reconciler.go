@@ -172,9 +172,6 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.
 			return ctrl.Result{}, err
 		}
 	}
-	if fx.Woke && !o.Demand.PreWarm.IsZero() {
-		r.preWarmed.Set(req.NamespacedName, o.Demand.PreWarm)
-	}
 	// Activation calls are answered only once the status records the wake,
 	// so a caller that sees the answer also sees lastScaledUpTime.
 	if err := r.wakes.Answer(ctx, r.client, es, wakeOutcome(o, fx)); err != nil {
@@ -228,6 +225,11 @@ func (r *Reconciler) execute(ctx context.Context, es *elastiv1alpha1.ElastiServi
 		if !o.Demand.PreWarm.IsZero() {
 			log.Info("pre-warm firing acted on", "firing", o.Demand.PreWarm, "replicas", n, "scaled", scaled)
 			r.announcePreWarm(es, o.Demand.PreWarm, n, scaled)
+			// Remembered at once, not after the status write: a reconcile
+			// that fails after this point (a status conflict, a slice
+			// write) must not act on the firing again when it is retried.
+			// The status records it then (DesiredStatus, PreWarmHandled).
+			r.preWarmed.Set(types.NamespacedName{Namespace: es.Namespace, Name: es.Name}, o.Demand.PreWarm)
 		}
 	}
 	var want []*discoveryv1.EndpointSlice

@@ -77,6 +77,10 @@ type Demand struct {
 	// none, PreWarmFiring); it is also counted in Wake. PreWarmNext is the
 	// next firing, which the reconcile comes back for.
 	PreWarm, PreWarmNext time.Time
+	// PreWarmHandled is the last firing this operator acted on, as it
+	// remembers it: newer than status.lastPreWarmTime when the reconcile
+	// that acted on it failed before its status write.
+	PreWarmHandled time.Time
 }
 
 // GraceObserved is the grace period before a scale to zero: when the one
