@@ -105,10 +105,7 @@ join() {
 # alone: with their tests in parallel they keep both CPUs busy. (Started
 # beside the end-to-end tier instead, the envtest tiers saved about three
 # minutes of a warm run, but two of three runs failed an integration test
-# whose timing the load upset: docs/local-cluster.md.) Once the unit tier is
-# done, the background builds the end-to-end tiers need are raised to the
-# foreground's priority, so that they no longer yield to the oldest tier's
-# build on a fresh machine.
+# whose timing the load upset: docs/local-cluster.md.)
 beside integration make --no-print-directory test-integration
 beside oldest make --no-print-directory test-integration-oldest
 tier unit make --no-print-directory test-unit
