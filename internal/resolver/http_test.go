@@ -19,6 +19,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	elastiv1alpha1 "elasti.dev/elasti/api/v1alpha1"
+	"elasti.dev/elasti/internal/resolver/upstream"
 )
 
 // echoUpstream stands in for a pod: it reports what it received.
@@ -559,4 +560,100 @@ func BenchmarkHTTPForward(b *testing.B) {
 			}
 		}
 	})
+}
+
+// closingPod stands in for a pod that shuts down: it answers the first
+// request on each kept-alive connection, then resets that connection as
+// soon as the next request's first bytes arrive, without reading them, as
+// a server does that closes its idle connections while a request is on its
+// way. It records the requests it ran.
+type closingPod struct {
+	l   net.Listener
+	mu  sync.Mutex
+	ran []string
+}
+
+func newClosingPod(t *testing.T) *closingPod {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	p := &closingPod{l: l}
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			go p.serve(c)
+		}
+	}()
+	return p
+}
+
+func (p *closingPod) serve(c net.Conn) {
+	defer c.Close()
+	br := bufio.NewReader(c)
+	req, err := http.ReadRequest(br)
+	if err != nil {
+		return
+	}
+	_, _ = io.Copy(io.Discard, req.Body)
+	p.mu.Lock()
+	p.ran = append(p.ran, req.Method+" "+req.URL.Path)
+	p.mu.Unlock()
+	_, _ = io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+	if _, err := br.Peek(1); err != nil {
+		return
+	}
+	_ = c.(*net.TCPConn).SetLinger(0) // a reset, as for unread data
+}
+
+func (p *closingPod) requests() []string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return append([]string(nil), p.ran...)
+}
+
+// TestPodClosingKeptAliveConnection: the termination race between the
+// resolver and a pod that shuts down. A POST that meets the pod's close on
+// the resolver's kept-alive connection may have run, so it is answered with
+// a 502 that says so and is not sent again; a GET, which net/http knows to
+// be idempotent, is sent again on a new connection and answered.
+func TestPodClosingKeptAliveConnection(t *testing.T) {
+	h := newHarness(t, 1, nil)
+	pod := newClosingPod(t)
+	h.mapPort("web", "websvc", nil, h.proxyPort(0, "http", ""))
+	h.ready("websvc", "websvc-abc", "http", pod.l.Addr().String())
+	post := func(path string) result {
+		req, _ := http.NewRequest(http.MethodPost, "http://"+h.addr(0)+path, strings.NewReader("payload"))
+		resp, err := h.client().Do(req)
+		if err != nil {
+			return result{err: err}
+		}
+		defer resp.Body.Close()
+		b, err := io.ReadAll(resp.Body)
+		return result{status: resp.StatusCode, body: string(b), err: err}
+	}
+
+	if r := post("/first"); r.err != nil || r.status != http.StatusOK {
+		t.Fatalf("first POST: status %d err %v", r.status, r.err)
+	}
+	r := post("/second")
+	if r.err != nil || r.status != http.StatusBadGateway || strings.TrimSpace(r.body) != upstream.PodClosedMessage {
+		t.Errorf("POST on the connection the pod closed: status %d body %q err %v; want 502 %q", r.status, r.body, r.err, upstream.PodClosedMessage)
+	}
+	if g := get(h.client(), context.Background(), "http://"+h.addr(0)+"/third", nil); g.err != nil || g.status != http.StatusOK {
+		t.Errorf("GET after the POST: status %d err %v", g.status, g.err)
+	}
+	// The GET opened a new connection; the next GET meets the close on it
+	// and net/http sends it again on another.
+	if g := get(h.client(), context.Background(), "http://"+h.addr(0)+"/fourth", nil); g.err != nil || g.status != http.StatusOK {
+		t.Errorf("GET on the connection the pod closed: status %d err %v", g.status, g.err)
+	}
+	if diff := cmp.Diff([]string{"POST /first", "GET /third", "GET /fourth"}, pod.requests()); diff != "" {
+		t.Errorf("requests the pod ran (-want +got):\n%s", diff)
+	}
 }

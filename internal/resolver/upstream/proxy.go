@@ -3,12 +3,14 @@ package upstream
 import (
 	"context"
 	"errors"
+	"io"
 	"log"
 	"net"
 	"net/http"
 	"net/http/httputil"
 	"strconv"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -181,6 +183,21 @@ func formatColdStart(d time.Duration) string {
 	return strconv.FormatFloat(d.Round(time.Millisecond).Seconds(), 'f', 3, 64) + "s"
 }
 
+// PodClosedMessage is the body of the 502 that answers a request whose
+// pod closed the connection before answering it, as a pod that shuts down
+// does with its kept-alive connections (docs/architecture.md, "Forwarding").
+// The pod may have run the request, so the resolver does not send it again;
+// neither would a client that met the same close on its own keep-alive
+// connection to the pod.
+const PodClosedMessage = "elasti resolver: the pod closed the connection before answering; the request may have run and is not sent again"
+
+// podClosed reports whether err is the pod closing (or resetting) the
+// connection before its answer began.
+func podClosed(err error) bool {
+	return errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
+		errors.Is(err, syscall.EPIPE) || errors.Is(err, syscall.ECONNRESET)
+}
+
 // reverseProxy forwards to t through transport, under the pool key host;
 // coldStart, unless empty, is the answer's HeaderColdStart; turnDone is
 // called once the response headers are in, or forwarding failed; started is
@@ -245,6 +262,17 @@ func (p *Proxy) reverseProxy(t route.Target, transport http.RoundTripper, host, 
 				return
 			}
 			p.rec.DialFailed(es)
+			if podClosed(err) {
+				// The pod's termination race, one hop later: a pod that
+				// shuts down closes its kept-alive connections, and the
+				// resolver's request met one as it closed. net/http has
+				// already retried what it may (a request it knows to be
+				// idempotent, or one of which nothing was written); any
+				// other may have run, so it is answered, not sent again.
+				p.log.V(1).Info("the pod closed the connection before answering", "elastiservice", es.String(), "error", err.Error())
+				http.Error(w, PodClosedMessage, http.StatusBadGateway)
+				return
+			}
 			p.log.Error(err, "forwarding failed", "elastiservice", es.String())
 			status := http.StatusBadGateway
 			if errors.Is(err, ErrNoEndpoint) || errors.Is(err, context.DeadlineExceeded) {
