@@ -68,9 +68,10 @@ func (s *statusWrites) check(t *testing.T) {
 
 // staleAtGraceEnd hides status.proxyPorts from one read of the
 // ElastiService: the first read that shows the scale-down's grace period
-// (Active ScalingDown) at least lag after the operator wrote it. With the
-// test operator's 300 ms grace period that is the read of the reconcile
-// that ends the grace period and scales to zero.
+// (Active ScalingDown) at least lag after the operator wrote it. With a lag
+// of half the grace period that is the read of the reconcile that ends the
+// grace period and scales to zero, unless the grace period's status write
+// itself took more than the other half (see TestReconcileWritesStatusOnce).
 type staleAtGraceEnd struct {
 	mu      sync.Mutex
 	lag     time.Duration
@@ -117,7 +118,12 @@ func (s *staleAtGraceEnd) read(es *elastiv1alpha1.ElastiService) {
 // resolver change, the wake) has no help.
 func TestReconcileWritesStatusOnce(t *testing.T) {
 	writes := &statusWrites{byID: map[types.UID]int{}}
-	stale := &staleAtGraceEnd{lag: 250 * time.Millisecond}
+	// The grace period is long enough that the status write starting it
+	// would have to take a whole second, on a busy machine, for the read
+	// that ends it to come before the lag (the test operator's 300 ms,
+	// with a 250 ms lag, failed so once in a loaded make test).
+	const grace = 2 * time.Second
+	stale := &staleAtGraceEnd{lag: grace / 2}
 	intercept := &interceptor.Funcs{
 		Get: func(ctx context.Context, c client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
 			if err := c.Get(ctx, key, obj, opts...); err != nil {
@@ -148,7 +154,11 @@ func TestReconcileWritesStatusOnce(t *testing.T) {
 			return c.SubResource(sub).Patch(ctx, obj, patch, opts...)
 		},
 	}
-	op := startOperator(t, operatorOptions{triggers: newFakeTriggers(scaling.StateIdle), intercept: intercept})
+	op := startOperator(t, operatorOptions{
+		triggers:  newFakeTriggers(scaling.StateIdle),
+		intercept: intercept,
+		cfg:       func(c *Config) { c.GracePeriod = grace },
+	})
 	key := appBehindTwoResolvers(t, op)
 
 	eventually(t, wait, "scaled to zero", wantReplicas(op.ns, "app", 0))
