@@ -194,7 +194,7 @@ func TestNetworkTriggerWithoutPrometheus(t *testing.T) {
 			_, err := getBody(ctx, c, httpURL(ip, DemoHTTPPort))
 			return err
 		})
-		stayAwake(t, e, ns, 150*time.Second)
+		stayAwake(t, e, ns, 100*time.Second)
 		if errs := stop(); len(errs) > 0 {
 			t.Errorf("requests failed: %v", errs)
 		}
@@ -228,7 +228,7 @@ func TestNetworkTriggerWithoutPrometheus(t *testing.T) {
 			}
 			return err
 		})
-		stayAwake(t, e, ns, 150*time.Second)
+		stayAwake(t, e, ns, 100*time.Second)
 		if errs := stop(); len(errs) > 0 {
 			t.Errorf("WebSocket exchange failed: %v", errs)
 		}
