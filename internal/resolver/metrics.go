@@ -22,9 +22,6 @@ const (
 	ReasonDialFailed   = "dial_failed"
 	ReasonDraining     = "draining"
 	ReasonBadRequest   = "bad_request"
-	// ReasonReadAheadFull: a held client sent more than the read-ahead
-	// bound (Options.Hold.ReadAheadBytes) before its target was ready.
-	ReasonReadAheadFull = "read_ahead_full"
 )
 
 // Fallback reasons, the values of the reason label on
@@ -221,8 +218,6 @@ func (r recorder) Refused(es types.NamespacedName, err error) {
 	switch {
 	case errors.Is(err, hold.ErrQueueFull):
 		r.m.reject(es, ReasonQueueFull)
-	case errors.Is(err, hold.ErrReadAheadFull):
-		r.m.reject(es, ReasonReadAheadFull)
 	}
 }
 

@@ -70,11 +70,11 @@ type HoldOptions struct {
 	MaxHeld int
 	// RetryAfter is sent with 503 when a hold queue is full.
 	RetryAfter time.Duration
-	// ReadAheadBytes bounds what the resolver reads ahead from each held
-	// request body (HTTP/1.x) or connection (TCP) while it waits. Reading
-	// is how a client that leaves is noticed; a client that sends more
-	// than this while held is answered 503 (TCP: closed) instead of being
-	// held on unwatched.
+	// ReadAheadBytes bounds what the resolver keeps in memory of each held
+	// request body (HTTP/1.x), HTTP/2 stream (its flow-control window) or
+	// TCP connection while it waits. It is a memory bound, not a size
+	// limit: past it the rest waits in the kernel's buffers and the client
+	// on its send (backpressure), and is forwarded after the wake.
 	ReadAheadBytes int
 	// ReleaseConcurrency bounds, per ElastiService on this replica, the
 	// requests a hold has released that are on their way to the woken

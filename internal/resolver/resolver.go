@@ -145,6 +145,7 @@ func New(pm *ports.PortMap, eps *endpoints.Endpoints, opts Options) (*Resolver, 
 		IdleTimeout:          opts.HTTP.IdleTimeout,
 		MaxHeaderBytes:       opts.HTTP.MaxHeaderBytes,
 		MaxConcurrentStreams: opts.HTTP.MaxConcurrentStreams,
+		StreamReceiveBuffer:  opts.Hold.ReadAheadBytes,
 		ErrorLog:             errorLog,
 	})
 	return r, nil

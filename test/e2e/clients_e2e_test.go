@@ -116,8 +116,17 @@ type postResult struct {
 // postOnce sends one POST with a 1 KiB body and a fresh request ID through
 // c, and checks that the demo app read the whole body.
 func postOnce(ctx context.Context, c *http.Client, url string) postResult {
+	return postSized(ctx, c, url, 1024)
+}
+
+// largePost is above the resolver's read-ahead bound (64 KiB): held at
+// zero, the rest of its body waits with backpressure.
+const largePost = 256 << 10
+
+// postSized is postOnce with a body of size bytes.
+func postSized(ctx context.Context, c *http.Client, url string, size int) postResult {
 	r := postResult{at: time.Now(), id: newID()}
-	body := make([]byte, 1024)
+	body := make([]byte, size)
 	_, _ = rand.Read(body)
 	sum := sha256.Sum256(body)
 	trace := &httptrace.ClientTrace{GotConn: func(info httptrace.GotConnInfo) { r.gotConn, r.reused = true, info.Reused }}
@@ -134,7 +143,7 @@ func postOnce(ctx context.Context, c *http.Client, url string) postResult {
 	}
 	defer resp.Body.Close()
 	got, err := io.ReadAll(resp.Body)
-	switch want := fmt.Sprintf("body 1024 bytes sha256 %x", sum); {
+	switch want := fmt.Sprintf("body %d bytes sha256 %x", size, sum); {
 	case err != nil:
 		r.err = fmt.Errorf("read the answer: %w", err)
 	case resp.StatusCode != http.StatusOK:
@@ -148,7 +157,8 @@ func postOnce(ctx context.Context, c *http.Client, url string) postResult {
 // keepAliveFleet is n HTTP/1.1 clients as real ones are: each keeps its
 // connection alive across requests (a Transport of its own with one
 // connection), gives up on a connect after fleetDialTimeout, and POSTs a
-// 1 KiB body every interval. It never sends more than limit requests in all.
+// 1 KiB body every interval, every eighth POST a body of largePost instead.
+// It never sends more than limit requests in all.
 type keepAliveFleet struct {
 	sent  atomic.Int64
 	dials atomic.Int64
@@ -190,8 +200,12 @@ func startKeepAliveFleet(e *Env, url string, n int, interval time.Duration, limi
 			defer tr.CloseIdleConnections()
 			tick := time.NewTicker(interval)
 			defer tick.Stop()
-			for f.sent.Add(1) <= limit {
-				r := postOnce(context.Background(), c, url)
+			for n := f.sent.Add(1); n <= limit; n = f.sent.Add(1) {
+				size := 1024
+				if n%8 == 0 {
+					size = largePost
+				}
+				r := postSized(context.Background(), c, url, size)
 				f.mu.Lock()
 				if r.err != nil {
 					f.bad = append(f.bad, r)

@@ -115,6 +115,11 @@ type ServerOptions struct {
 	IdleTimeout          time.Duration
 	MaxHeaderBytes       int
 	MaxConcurrentStreams int
+	// StreamReceiveBuffer is each HTTP/2 stream's flow-control window: what
+	// a client may send on a stream before the resolver reads it, which
+	// bounds a held stream's memory as the read-ahead bounds an HTTP/1.x
+	// body's. Each connection's window stays net/http's 1 MiB.
+	StreamReceiveBuffer int
 	// ErrorLog takes net/http's own error logs.
 	ErrorLog *log.Logger
 }
@@ -128,9 +133,12 @@ func NewServer(h http.Handler, o ServerOptions) *http.Server {
 	protocols.SetHTTP1(true)
 	protocols.SetUnencryptedHTTP2(true)
 	return &http.Server{
-		Handler:           h,
-		Protocols:         &protocols,
-		HTTP2:             &http.HTTP2Config{MaxConcurrentStreams: o.MaxConcurrentStreams},
+		Handler:   h,
+		Protocols: &protocols,
+		HTTP2: &http.HTTP2Config{
+			MaxConcurrentStreams:      o.MaxConcurrentStreams,
+			MaxReceiveBufferPerStream: o.StreamReceiveBuffer,
+		},
 		ReadHeaderTimeout: o.ReadHeaderTimeout,
 		IdleTimeout:       o.IdleTimeout,
 		MaxHeaderBytes:    o.MaxHeaderBytes,

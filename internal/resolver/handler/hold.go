@@ -2,9 +2,9 @@ package handler
 
 import (
 	"errors"
-	"fmt"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -35,20 +35,34 @@ func (h *holdUntilReady) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	}
 	t := rt.Target
 	var body *park.HeldBody
+	stopWatch := func() {}
+	watched := false
 	var watch hold.Watch
-	if readsAhead(req) {
+	if req.ProtoMajor == 1 {
+		// HTTP/2 cancels the request's context when its stream is reset
+		// or its connection closes, whatever was read; an HTTP/1.x client
+		// is watched on its socket, whatever it sent after its request
+		// (docs/resolver.md, "Held means watched").
 		watch = func() <-chan error {
-			if req.ContentLength > int64(h.readAhead) {
-				// Known to pass the bound: no need to read it.
-				ch := make(chan error, 1)
-				ch <- hold.ErrReadAheadFull
-				return ch
+			watched = true
+			gone := make(chan error, 1)
+			left := func(err error) {
+				select {
+				case gone <- err:
+				default:
+				}
 			}
-			body = park.ReadAhead(req.Body, h.readAhead, req.ContentLength)
-			return body.Watch()
+			if stop, ok := park.WatchClient(req.Context(), left); ok {
+				stopWatch = stop
+			}
+			if readsAhead(req) {
+				body = park.ReadAhead(req.Body, h.readAhead, req.ContentLength, left)
+			}
+			return gone
 		}
 	}
 	rel, err, parked := h.parker.Enter(w, req, rt, watch)
+	stopWatch()
 	if parked {
 		// The connection is the resolver's now; the request comes back
 		// through the server with its outcome.
@@ -62,18 +76,16 @@ func (h *holdUntilReady) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 			abandonBody(w, body)
 		}
 	}
+	if err != nil && hasBody(req) && (body == nil || !body.Complete()) {
+		// The unread rest of the body must not be taken for the next
+		// request on this connection.
+		w.Header().Set("Connection", "close")
+	}
 	switch {
 	case err == nil:
-	case errors.Is(err, hold.ErrQueueFull), errors.Is(err, hold.ErrReadAheadFull):
+	case errors.Is(err, hold.ErrQueueFull):
 		w.Header().Set("Retry-After", strconv.Itoa(int((h.retryAfter+time.Second-1)/time.Second)))
-		msg := "elasti resolver: too many requests are waiting for this service to wake; retry later"
-		if errors.Is(err, hold.ErrReadAheadFull) {
-			// The unread rest of the body must not be taken for the
-			// next request on this connection.
-			w.Header().Set("Connection", "close")
-			msg = fmt.Sprintf("elasti resolver: this service is waking up, and request bodies over %d bytes are not held; retry later", h.readAhead)
-		}
-		http.Error(w, msg, http.StatusServiceUnavailable)
+		http.Error(w, "elasti resolver: too many requests are waiting for this service to wake; retry later", http.StatusServiceUnavailable)
 		return
 	case errors.Is(err, hold.ErrHoldTimeout):
 		http.Error(w, "elasti resolver: the service did not become ready within the hold timeout", http.StatusGatewayTimeout)
@@ -98,6 +110,11 @@ func (h *holdUntilReady) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	if body != nil {
 		req.Body = body
 	}
+	if watched && hasBody(req) {
+		// What the client sent while held, past the bound, still waits on
+		// its socket, and so may its close.
+		req.Body = park.GuardEnd(req.Body, park.ClientSocket(req.Context()))
+	}
 	// Streams go both ways at once (gRPC-style bidi over HTTP/1.1,
 	// echo uploads): without this, net/http may cut the request body
 	// once the response starts. HTTP/2 is full duplex already.
@@ -107,12 +124,19 @@ func (h *holdUntilReady) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	h.next.ServeHTTP(w, req.WithContext(route.WithRelease(req.Context(), rel)))
 }
 
-// readsAhead says whether a held request must have its body read ahead to
-// be watched: HTTP/1.x with a body. Without a body net/http already watches
-// the connection; HTTP/2 cancels the request's context when its stream is
-// reset or its connection closes, whatever was read.
+// hasBody says whether req has a body (HTTP/1.x: a length or chunked).
+func hasBody(req *http.Request) bool {
+	return req.Body != nil && req.Body != http.NoBody && req.ContentLength != 0
+}
+
+// readsAhead says whether a held request has its body read ahead: HTTP/1.x
+// with a body, unless the client waits for "100 Continue" before sending
+// it. Reading that body would make net/http send the 100 Continue, and the
+// body would come to the resolver instead of the pod; it is read only once
+// the request is forwarded. A client that tires of waiting and sends it
+// anyway is held with backpressure all the same: nothing reads it.
 func readsAhead(req *http.Request) bool {
-	return req.ProtoMajor == 1 && req.Body != nil && req.Body != http.NoBody && req.ContentLength != 0
+	return req.ProtoMajor == 1 && hasBody(req) && !strings.EqualFold(req.Header.Get("Expect"), "100-continue")
 }
 
 // abandonBody stops a read-ahead that will not be forwarded. A read still

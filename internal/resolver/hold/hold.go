@@ -26,15 +26,10 @@ var (
 	// holding; HTTP answers 503.
 	ErrStopping = errors.New("resolver is stopping")
 	// ErrClientGone means the client left while held: it closed or reset
-	// the connection, cancelled the stream, or (TCP) half-closed, which on
-	// the wire looks the same as leaving. Nothing is forwarded and nobody
-	// reads an answer.
+	// the connection, cancelled the stream, or half-closed, which on the
+	// wire looks the same as leaving. Nothing is forwarded and nobody reads
+	// an answer.
 	ErrClientGone = errors.New("client went away while held")
-	// ErrReadAheadFull means the client sent more than the read-ahead
-	// bound while held. Past the bound the resolver could no longer see the
-	// client leave, so it does not hold the request on unwatched: HTTP
-	// answers 503 with Retry-After, TCP closes.
-	ErrReadAheadFull = errors.New("client sent more than the read-ahead bound while held")
 )
 
 // Endpoints is the endpoint source the hold waits on: the ready endpoints
@@ -62,8 +57,7 @@ type Recorder interface {
 	// to its woken target.
 	HoldEnded(es types.NamespacedName, d time.Duration, coldStart bool)
 	TimedOut(es types.NamespacedName)
-	// Refused counts a request the hold refused with err (ErrQueueFull,
-	// ErrReadAheadFull).
+	// Refused counts a request the hold refused with err (ErrQueueFull).
 	Refused(es types.NamespacedName, err error)
 	// Fallback counts a request sent to the fallback Service, because its
 	// own hold passed fallback.after (deadline) or the ElastiService was
@@ -162,9 +156,8 @@ func New(stop context.Context, c Config) *Hold {
 func (h *Hold) Queue() *Queue { return h.queue }
 
 // Watch starts watching a held client and returns a channel that
-// delivers, at most once, why the hold must end early: ErrClientGone or
-// ErrReadAheadFull. A nil channel means the caller's context alone tells
-// that the client left.
+// delivers, at most once, why the hold must end early: ErrClientGone. A
+// nil channel means the caller's context alone tells that the client left.
 type Watch func() <-chan error
 
 // Hold returns once t has a ready endpoint, at once if it already has one;
@@ -279,9 +272,6 @@ func (h *Hold) wait(ctx context.Context, t *route.Target, watch Watch, rel *rout
 		case <-ctx.Done():
 			return fmt.Errorf("%w: %w", ErrClientGone, context.Cause(ctx))
 		case err := <-watched:
-			if errors.Is(err, ErrReadAheadFull) {
-				h.rec.Refused(t.ElastiService, err)
-			}
 			return err
 		case <-h.stop.Done():
 			return ErrStopping

@@ -20,9 +20,9 @@
 // refused, exactly as one held in its handler, and the connection lives on
 // as any other (keep-alive, pipelining).
 //
-// Requests with a body stay in their handler: their body must be read ahead
-// to see the client leave (heldbody.go). HTTP/2 streams cannot be taken from
-// their connection, and upgrades stay where net/http's handling of them is.
+// Requests with a body stay in their handler, with their body read ahead up
+// to a memory bound (heldbody.go). HTTP/2 streams cannot be taken from their
+// connection, and upgrades stay where net/http's handling of them is.
 //
 // Taking a connection from net/http still leaves behind what net/http gave
 // it, as garbage: a burst at zero allocates it thousands of times over
@@ -34,9 +34,12 @@
 // server as if it had read them first. Later requests on a kept-alive
 // connection are parked from their handler.
 //
-// The package also owns what watches a held client while it waits: the
+// The package also owns what watches a held client while it waits: one
+// watch of the socket for every held client (WatchSocket, watch.go), the
 // read-ahead of an HTTP/1.x body (HeldBody, heldbody.go) and of a TCP
-// connection (HeldConn, heldconn.go), and the hand-off of connections to the
-// one L7 server (ConnListener, conn.go), with what their port maps to and a
-// parked request's outcome (resume.go).
+// connection (HeldConn, heldconn.go), up to a memory bound past which the
+// client waits on its send, the guard of a held body's end (EndGuard), and
+// the hand-off of connections to the one L7 server (ConnListener, conn.go),
+// with what their port maps to and a parked request's outcome (resume.go).
+// docs/architecture.md, "Holding", says why.
 package park

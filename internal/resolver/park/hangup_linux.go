@@ -14,13 +14,14 @@ import (
 	"elasti.dev/elasti/internal/resolver/hold"
 )
 
-// hangupWatcher sees clients of parked requests leave, for all of them at
-// once: one epoll set, separate from the Go runtime's, and one goroutine
-// waiting on it, instead of a goroutine blocked in a read per parked
-// request. Each connection is watched once (EPOLLONESHOT): a hangup, reset
-// or half-close ends its hold as a client that left; bytes that arrive end
-// the watch with the client still there, as net/http's background read
-// does when the client sends a pipelined request.
+// hangupWatcher sees held clients leave, for all of them at once: one
+// epoll set, separate from the Go runtime's, and one goroutine waiting on
+// it, instead of a goroutine blocked in a read per held client. It watches
+// the socket's state only, never its bytes: a hangup, a reset or a
+// half-close ends the hold as a client that left, whether or not bytes the
+// resolver has not read are waiting (the rest of a body held with
+// backpressure, a pipelined request, a stray CRLF), and bytes that arrive
+// end nothing. Each connection reports once (EPOLLONESHOT).
 //
 // The goroutine never blocks in epoll_wait: the set's own descriptor is
 // non-blocking and waited on by the Go runtime's poller, as a socket is. A
@@ -98,7 +99,9 @@ func (w *hangupWatcher) watch(c net.Conn, left func(error)) (func(), bool) {
 	var ctlErr error
 	err = rc.Control(func(fd uintptr) {
 		// A connection already closed by its client reports so at once.
-		ev := unix.EpollEvent{Events: unix.EPOLLIN | unix.EPOLLRDHUP | unix.EPOLLONESHOT, Fd: id}
+		// Not EPOLLIN: readable bytes are not a departure. EPOLLHUP and
+		// EPOLLERR are always reported.
+		ev := unix.EpollEvent{Events: unix.EPOLLRDHUP | unix.EPOLLONESHOT, Fd: id}
 		ctlErr = unix.EpollCtl(w.epfd, unix.EPOLL_CTL_ADD, int(fd), &ev)
 	})
 	if err != nil || ctlErr != nil {
@@ -151,5 +154,29 @@ func (w *hangupWatcher) run() {
 			}
 		}
 		w.mu.Unlock()
+	}
+}
+
+// probeOf returns a probe of c's socket that says, without waiting,
+// whether bytes wait unread in the kernel and whether the peer has hung up,
+// reset or half-closed it; nil if c is not a socket.
+func probeOf(c net.Conn) func() (readable, left bool) {
+	sc, ok := c.(syscall.Conn)
+	if !ok {
+		return nil
+	}
+	rc, err := sc.SyscallConn()
+	if err != nil {
+		return nil
+	}
+	return func() (readable, left bool) {
+		_ = rc.Control(func(fd uintptr) {
+			fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN | unix.POLLRDHUP}}
+			if n, err := unix.Poll(fds, 0); err == nil && n > 0 {
+				left = fds[0].Revents&(unix.POLLRDHUP|unix.POLLHUP|unix.POLLERR) != 0
+				readable = fds[0].Revents&unix.POLLIN != 0
+			}
+		})
+		return readable, left
 	}
 }

@@ -10,27 +10,25 @@ import (
 	"elasti.dev/elasti/internal/resolver/hold"
 )
 
-// HeldBody reads an HTTP/1.x request body ahead, into a bounded buffer,
-// while the request is held, and then replays it to the upstream.
+// HeldBody reads an HTTP/1.x request body ahead while the request is held,
+// at most limit bytes, and then hands it to the upstream.
 //
-// Reading is what lets a held request be watched. net/http notices that an
-// HTTP/1.x client left only by reading its connection, and it starts that
-// background read only once the handler has read the body to its end. So:
-//   - a body that ends within the bound is read to its end, after which
-//     net/http cancels the request's context when the client leaves;
-//   - a client that leaves mid-body makes the read fail;
-//   - a body still going at the bound is reported as ErrReadAheadFull:
-//     reading on would take unbounded memory, and not reading would leave a
-//     departure unseen, so the request is not held on.
+// The bound is a memory bound, not a size limit. Once limit bytes wait in
+// the buffer, the read-ahead stops: the rest stays in the kernel's socket
+// buffers and TCP's flow control makes the client wait on its send, as it
+// would for a slow server. Nothing is refused for its size. What sees the
+// client leave is the watch of its socket (WatchSocket), which does not
+// need the bytes read; a read that fails while held (a reset mid-body, a
+// malformed chunk) is reported through left too.
 //
 // Once the hold lets the request through, HeldBody is the body the proxy
-// sends: first what was read ahead, then the rest, which the read-ahead
-// goroutine keeps fetching until the body ends or the bound is reached, after
-// which the proxy reads the original body directly. At most limit+1 bytes
-// are ever buffered, plus one read buffer of at most heldBodyChunk.
+// sends: first what was read ahead, then the rest, read from the original
+// body directly once the read-ahead goroutine has stopped. At most limit
+// bytes are ever buffered, plus one read buffer of at most heldBodyChunk.
 type HeldBody struct {
 	src   io.ReadCloser
 	limit int
+	left  func(error)
 
 	mu   sync.Mutex
 	cond sync.Cond
@@ -41,22 +39,22 @@ type HeldBody struct {
 	reading bool
 	// err is how src ended (io.EOF included); nil while it may yield more.
 	err error
-	// held says the hold is still on: reaching the bound then ends the
-	// hold instead of handing src over.
+	// held says the hold is still on: the read-ahead goes on until the
+	// bound; once released, it stops after the read it is in.
 	held   bool
 	closed bool
-	// ended tells the hold, once, why it must end early.
-	ended chan error
 }
 
 // heldBodyChunk is the largest single read of the read-ahead goroutine.
 const heldBodyChunk = 16 << 10
 
-// ReadAhead starts reading src ahead, at most limit bytes at a time.
-func ReadAhead(src io.ReadCloser, limit int, contentLength int64) *HeldBody {
-	b := &HeldBody{src: src, limit: limit, reading: true, held: true, ended: make(chan error, 1)}
+// ReadAhead starts reading src ahead, keeping at most limit bytes; left is
+// called, at most once and while held, with a hold.ErrClientGone if src
+// fails.
+func ReadAhead(src io.ReadCloser, limit int, contentLength int64, left func(error)) *HeldBody {
+	b := &HeldBody{src: src, limit: max(limit, 1), left: left, reading: true, held: true}
 	b.cond.L = &b.mu
-	chunk := min(limit, heldBodyChunk)
+	chunk := min(b.limit, heldBodyChunk)
 	if contentLength > 0 && contentLength < int64(chunk) {
 		// One more byte than declared, so that the read that ends the
 		// body can also see its EOF.
@@ -69,22 +67,19 @@ func ReadAhead(src io.ReadCloser, limit int, contentLength int64) *HeldBody {
 func (b *HeldBody) run(scratch []byte) {
 	for {
 		b.mu.Lock()
-		// room may reach 0 with the body complete but its EOF not yet
-		// seen, so one byte past the bound is read: only a body that
-		// really goes on beyond it counts as full.
-		room := b.limit - (len(b.buf) - b.off)
-		if b.closed || room < 0 {
-			if !b.closed && b.held {
-				b.ended <- hold.ErrReadAheadFull
-			}
+		for b.held && !b.closed && len(b.buf)-b.off >= b.limit {
+			b.cond.Wait() // full: the client waits on its send
+		}
+		if b.closed || !b.held {
 			b.reading = false
 			b.cond.Broadcast()
 			b.mu.Unlock()
 			return
 		}
+		room := b.limit - (len(b.buf) - b.off)
 		b.mu.Unlock()
 
-		n, err := b.src.Read(scratch[:min(len(scratch), room+1)])
+		n, err := b.src.Read(scratch[:min(len(scratch), room)])
 
 		b.mu.Lock()
 		b.buf = append(b.buf, scratch[:n]...)
@@ -92,7 +87,7 @@ func (b *HeldBody) run(scratch []byte) {
 			b.err = err
 			b.reading = false
 			if !errors.Is(err, io.EOF) && b.held && !b.closed {
-				b.ended <- fmt.Errorf("%w: reading the request body: %w", hold.ErrClientGone, err)
+				b.left(fmt.Errorf("%w: reading the request body: %w", hold.ErrClientGone, err))
 			}
 		}
 		b.cond.Broadcast()
@@ -103,16 +98,14 @@ func (b *HeldBody) run(scratch []byte) {
 	}
 }
 
-// Watch is the hold's view of the read-ahead (a hold.Watch).
-func (b *HeldBody) Watch() <-chan error { return b.ended }
-
-// Release ends the hold: from now on reaching the bound hands src over to
-// the consumer. It returns hold.ErrClientGone if the body had already
-// failed, which can race with the hold's release.
+// Release ends the hold: the read-ahead stops after the read it is in, and
+// the consumer reads on from src. It returns hold.ErrClientGone if the
+// body had already failed, which can race with the hold's release.
 func (b *HeldBody) Release() error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.held = false
+	b.cond.Broadcast()
 	if b.err != nil && !errors.Is(b.err, io.EOF) {
 		return fmt.Errorf("%w: reading the request body: %w", hold.ErrClientGone, b.err)
 	}
@@ -136,6 +129,14 @@ func (b *HeldBody) StillReading() bool {
 	return b.reading
 }
 
+// Complete says whether the whole body was read ahead: nothing of it is
+// left unread on the connection.
+func (b *HeldBody) Complete() bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return errors.Is(b.err, io.EOF)
+}
+
 // Read hands on what was read ahead, waits for the read-ahead goroutine
 // while it may add more, then reads src directly.
 func (b *HeldBody) Read(p []byte) (int, error) {
@@ -151,8 +152,10 @@ func (b *HeldBody) Read(p []byte) (int, error) {
 		n := copy(p, b.buf[b.off:])
 		b.off += n
 		if b.off == len(b.buf) {
-			b.buf, b.off = b.buf[:0], 0
+			b.buf, b.off = nil, 0
 		}
+		// Room again: a read-ahead waiting on a full buffer goes on.
+		b.cond.Broadcast()
 		b.mu.Unlock()
 		return n, nil
 	case b.err != nil:
@@ -160,7 +163,7 @@ func (b *HeldBody) Read(p []byte) (int, error) {
 		b.mu.Unlock()
 		return 0, err
 	}
-	// The bound was reached after the release: src is ours alone now.
+	// The read-ahead has stopped: src is ours alone now.
 	b.mu.Unlock()
 	return b.src.Read(p)
 }

@@ -3,56 +3,67 @@ package park
 import (
 	"fmt"
 	"net"
+	"sync"
 	"time"
 
 	"elasti.dev/elasti/internal/resolver/hold"
 )
 
-// HeldConn watches a TCP client while its connection is held. It reads
-// for the whole hold, into a buffer bounded by limit, because reading is
-// the only way to see a client leave: EOF or an error before the release
-// means the client is gone. A half-close looks exactly like a close on the
-// wire, so it counts as gone too. A client that sends more than limit while
-// held can no longer be watched, and its connection is not held on.
+// HeldConn watches a TCP client while its connection is held, and reads
+// what it sends ahead, at most limit bytes. The bound is a memory bound:
+// past it nothing more is read, the rest waits in the kernel's socket
+// buffers, and TCP's flow control makes the client wait on its send. The
+// client's departure is seen on its socket (WatchSocket), whatever waits
+// unread; where the socket cannot be watched so, only the reads see it,
+// up to the bound. A half-close looks exactly like a close on the wire, so
+// it counts as gone too.
 type HeldConn struct {
 	net.Conn
 	limit int
-	// ended delivers hold.ErrClientGone or hold.ErrReadAheadFull to the
-	// hold, once.
+	// ended delivers hold.ErrClientGone to the hold, once.
 	ended chan error
-	// done is closed when the watching reads stopped; pending and err are
-	// the watcher's until then.
+	// stopSocket ends the socket watch; nil if there is none.
+	stopSocket func()
+	// done is closed when the reads stopped; pending is theirs until then.
 	done    chan struct{}
 	pending []byte
-	err     error
+
+	mu   sync.Mutex
+	gone error
 }
 
 // WatchHeld prepares to watch c. Its Watch method is the hold's Watch, so
 // a connection that goes through at once is never watched.
 func WatchHeld(c net.Conn, limit int) *HeldConn {
-	return &HeldConn{Conn: c, limit: limit, ended: make(chan error, 1)}
+	return &HeldConn{Conn: c, limit: max(limit, 1), ended: make(chan error, 1)}
 }
 
-// Watch starts the watching reads (a hold.Watch).
+// Watch starts the socket watch and the reads ahead (a hold.Watch).
 func (h *HeldConn) Watch() <-chan error {
+	if stop, ok := WatchSocket(h.Conn, h.leave); ok {
+		h.stopSocket = stop
+	}
 	h.done = make(chan struct{})
 	go h.run()
 	return h.ended
 }
 
+// leave records that the client left, and tells the hold once.
+func (h *HeldConn) leave(err error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.gone == nil {
+		h.gone = err
+		h.ended <- err
+	}
+}
+
 func (h *HeldConn) run() {
 	defer close(h.done)
-	buf := make([]byte, 0, min(h.limit+1, 4<<10))
-	for {
+	buf := make([]byte, 0, min(h.limit, 4<<10))
+	for len(buf) < h.limit {
 		if len(buf) == cap(buf) {
-			if len(buf) > h.limit {
-				h.err = hold.ErrReadAheadFull
-				h.ended <- h.err
-				return
-			}
-			// Grow to at most one byte past the bound: reaching it means
-			// the client really sent more than limit.
-			grown := make([]byte, len(buf), min(2*cap(buf), h.limit+1))
+			grown := make([]byte, len(buf), min(2*cap(buf), h.limit))
 			copy(grown, buf)
 			buf = grown
 		}
@@ -62,25 +73,30 @@ func (h *HeldConn) run() {
 		if err != nil {
 			if !IsTimeout(err) {
 				// EOF (close or half-close) or a reset.
-				h.err = fmt.Errorf("%w: %w", hold.ErrClientGone, err)
-				h.ended <- h.err
+				h.leave(fmt.Errorf("%w: %w", hold.ErrClientGone, err))
 			}
 			// A timeout is StopWatching interrupting the read.
 			return
 		}
 	}
+	// At the bound: the rest waits on the client's side.
 }
 
-// StopWatching ends the watching reads and returns what they read, and why
-// they ended early if they did (ErrClientGone, ErrReadAheadFull). It also
-// catches a client that left just as the hold let it through. Afterwards
-// the connection is the caller's alone.
+// StopWatching ends the watch and the reads and returns what they read,
+// and hold.ErrClientGone if the client left, which also catches a client
+// that left just as the hold let it through. Afterwards the connection is
+// the caller's alone.
 func (h *HeldConn) StopWatching() (pending []byte, err error) {
 	if h.done == nil {
 		return nil, nil
 	}
+	if h.stopSocket != nil {
+		h.stopSocket()
+	}
 	_ = h.SetReadDeadline(time.Unix(1, 0))
 	<-h.done
 	_ = h.SetReadDeadline(time.Time{})
-	return h.pending, h.err
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.pending, h.gone
 }

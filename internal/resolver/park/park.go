@@ -83,7 +83,7 @@ func (p *Parker) Enter(w http.ResponseWriter, req *http.Request, rt route.Route,
 	if rel, err, ok := resumptionFrom(req.Context()).take(); ok {
 		return rel, err, false
 	}
-	if watch == nil && p.parks(req) {
+	if p.parks(req) {
 		// Only a request that must wait is parked.
 		rel, passed := p.c.Hold.Passes(rt.Target)
 		if passed {

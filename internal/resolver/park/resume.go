@@ -53,11 +53,12 @@ func ConnState(c net.Conn, st http.ConnState) {
 	mc.resume.settled()
 }
 
-// ConnContext is the server's ConnContext hook: every request on a
-// connection handed over as a Conn carries its Route (route.With) and, if
-// it was parked, its hold's outcome, which the first request read from it
-// takes (Parker.Enter).
+// ConnContext is the server's ConnContext hook: every request carries its
+// connection, for WatchClient; on a connection handed over as a Conn, also
+// its Route (route.With) and, if it was parked, its hold's outcome, which
+// the first request read from it takes (Parker.Enter).
 func ConnContext(ctx context.Context, c net.Conn) context.Context {
+	ctx = context.WithValue(ctx, socketKey{}, c)
 	mc, ok := c.(*Conn)
 	if !ok {
 		return ctx

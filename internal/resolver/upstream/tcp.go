@@ -19,7 +19,8 @@ type TCP struct {
 	dialer *Dialer
 	rec    Recorder
 	log    logr.Logger
-	// readAhead bounds what is read from a held connection.
+	// readAhead bounds what is read ahead from a held connection (a memory
+	// bound: the rest waits in the kernel's buffers).
 	readAhead int
 	// stop ends holds and dials (the resolver's drain timeout).
 	stop context.Context
@@ -33,9 +34,8 @@ func NewTCP(stop context.Context, h *hold.Hold, d *Dialer, rec Recorder, log log
 // Serve holds a TCP connection until its Target (or, with
 // spec.proxy.fallback, the fallback Service) has a ready endpoint, dials
 // one, replays what was read while holding, and splices the two. A
-// full queue, a hold timeout, a client that left or sent more than the
-// read-ahead bound, or a failed dial close the client connection: TCP has
-// no way to say more.
+// full queue, a hold timeout, a client that left, or a failed dial close
+// the client connection: TCP has no way to say more.
 func (p *TCP) Serve(c net.Conn, t route.Target) {
 	defer c.Close()
 	log := p.log.WithValues("elastiservice", t.ElastiService.String())

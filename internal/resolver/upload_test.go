@@ -1,0 +1,276 @@
+package resolver
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"runtime"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// Uploads held at zero: the read-ahead bound is a memory bound, not a size
+// limit. Past it the resolver stops reading, the client waits on its send
+// (backpressure), and after the wake the whole upload reaches the pod.
+
+// hashingUpstream answers each request with the length and SHA-256 of the
+// body it received, and counts the bodies it received whole.
+func hashingUpstream(t *testing.T) (addr string, whole *atomic.Int64) {
+	t.Helper()
+	whole = &atomic.Int64{}
+	srv := startH2C(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		sum := sha256.New()
+		n, err := io.Copy(sum, r.Body)
+		if err != nil {
+			return // cut short: not executed
+		}
+		whole.Add(1)
+		fmt.Fprintf(w, "%d %x", n, sum.Sum(nil))
+	}))
+	return srv.Listener.Addr().String(), whole
+}
+
+// upload is a body of size pseudo-random bytes that counts what was read
+// of it, that is, what the client has sent so far.
+type upload struct {
+	src  io.Reader
+	sent atomic.Int64
+	sum  string
+}
+
+func newUpload(size int64, seed uint64) *upload {
+	h := sha256.New()
+	_, _ = io.Copy(h, io.LimitReader(rand.NewChaCha8(seedOf(seed)), size))
+	return &upload{src: io.LimitReader(rand.NewChaCha8(seedOf(seed)), size), sum: hex.EncodeToString(h.Sum(nil))}
+}
+
+func seedOf(s uint64) (seed [32]byte) {
+	for i := range 8 {
+		seed[i] = byte(s >> (8 * i))
+	}
+	return seed
+}
+
+func (u *upload) Read(p []byte) (int, error) {
+	n, err := u.src.Read(p)
+	u.sent.Add(int64(n))
+	return n, err
+}
+
+// heapInUse is the process's live heap after a collection.
+func heapInUse() int64 {
+	runtime.GC()
+	var m runtime.MemStats
+	runtime.ReadMemStats(&m)
+	return int64(m.HeapInuse)
+}
+
+func TestHeldUploadArrivesWhole(t *testing.T) {
+	const mb = 1 << 20
+	for _, tc := range []struct {
+		name    string
+		size    int64
+		chunked bool
+		// expect is the client's wait for 100 Continue: none, long (it
+		// waits for the whole hold) or short (it gives up waiting and
+		// sends the body anyway while held).
+		expect time.Duration
+	}{
+		{"1 MB with a length", mb, false, 0},
+		{"1 MB chunked", mb, true, 0},
+		{"1 MB with a length, waiting for 100 Continue", mb, false, time.Minute},
+		{"1 MB chunked, waiting for 100 Continue", mb, true, time.Minute},
+		{"1 MB with a length, tired of waiting for 100 Continue", mb, false, 200 * time.Millisecond},
+		{"100 MB with a length", 100 * mb, false, 0},
+		{"100 MB chunked", 100 * mb, true, 0},
+		{"100 MB with a length, waiting for 100 Continue", 100 * mb, false, time.Minute},
+		{"100 MB chunked, tired of waiting for 100 Continue", 100 * mb, true, 200 * time.Millisecond},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newHarness(t, 1, nil)
+			upAddr, whole := hashingUpstream(t)
+			h.mapPort("web", "websvc", nil, h.proxyPort(0, "http", ""))
+			before := heapInUse()
+
+			body := newUpload(tc.size, uint64(tc.size)+uint64(tc.expect))
+			req, _ := http.NewRequest(http.MethodPost, "http://"+h.addr(0)+"/upload", body)
+			req.ContentLength = tc.size
+			if tc.chunked {
+				req.ContentLength = -1 // the Transport sends it chunked
+				req.Body = io.NopCloser(body)
+			}
+			tr := &http.Transport{ExpectContinueTimeout: tc.expect}
+			if tc.expect > 0 {
+				req.Header.Set("Expect", "100-continue")
+			}
+			c := &http.Client{Transport: tr, Timeout: waitTimeout}
+			done := make(chan result, 1)
+			go func() {
+				resp, err := c.Do(req)
+				if err != nil {
+					done <- result{err: err}
+					return
+				}
+				defer resp.Body.Close()
+				b, err := io.ReadAll(resp.Body)
+				done <- result{status: resp.StatusCode, body: string(b), err: err}
+			}()
+			h.eventually("the upload is held", func() bool { return h.held("web") == 1 })
+
+			// The client's sending settles: it sent what the resolver and
+			// the sockets took, and waits on the rest.
+			var sent int64
+			h.eventually("the client's sending settles", func() bool {
+				s := body.sent.Load()
+				if s != sent {
+					sent = s
+					return false
+				}
+				time.Sleep(200 * time.Millisecond)
+				return body.sent.Load() == s
+			})
+			if tc.expect == time.Minute && sent > 0 {
+				t.Errorf("the client sent %d bytes while waiting for 100 Continue: the resolver sent it one before the wake", sent)
+			}
+			if tc.size > 10*mb && sent >= tc.size {
+				t.Errorf("the client sent all %d bytes while held: no backpressure", sent)
+			}
+			if grew := heapInUse() - before; grew > 8*mb {
+				t.Errorf("the heap grew by %d bytes while %d of the upload were sent and held; want within a few read buffers of the %d-byte bound", grew, sent, DefaultReadAheadBytes)
+			}
+			t.Logf("held with %d of %d bytes sent", sent, tc.size)
+
+			h.ready("websvc", "websvc-abc", "http", upAddr)
+			r := <-done
+			if want := fmt.Sprintf("%d %s", tc.size, body.sum); r.err != nil || r.status != http.StatusOK || r.body != want {
+				t.Fatalf("status %d body %q err %v; want 200 %q", r.status, r.body, r.err, want)
+			}
+			if n := whole.Load(); n != 1 {
+				t.Errorf("the upstream received %d whole bodies, want 1", n)
+			}
+		})
+	}
+}
+
+func TestHeldTCPUploadArrivesWhole(t *testing.T) {
+	const size = 100 << 20
+	h := newHarness(t, 1, nil)
+	// The pod answers with the length and SHA-256 of what it got, once the
+	// client half-closes.
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				sum := sha256.New()
+				n, err := io.Copy(sum, c)
+				if err == nil {
+					fmt.Fprintf(c, "%d %x", n, sum.Sum(nil))
+				}
+			}()
+		}
+	}()
+	h.mapPort("db", "dbsvc", nil, h.proxyPort(0, "postgres", ""))
+	before := heapInUse()
+
+	body := newUpload(size, 7)
+	c := dialRaw(t, h.addr(0))
+	sendErr := make(chan error, 1)
+	go func() {
+		_, err := io.Copy(c, body)
+		if err == nil {
+			err = c.CloseWrite()
+		}
+		sendErr <- err
+	}()
+	h.eventually("the connection is held", func() bool { return h.held("db") == 1 })
+	var sent int64
+	h.eventually("the client's sending settles", func() bool {
+		s := body.sent.Load()
+		if s != sent {
+			sent = s
+			return false
+		}
+		time.Sleep(200 * time.Millisecond)
+		return body.sent.Load() == s
+	})
+	if sent >= size {
+		t.Errorf("the client sent all %d bytes while held: no backpressure", sent)
+	}
+	if grew := heapInUse() - before; grew > 8<<20 {
+		t.Errorf("the heap grew by %d bytes while held; want within a few read buffers of the bound", grew)
+	}
+	t.Logf("held with %d of %d bytes sent", sent, size)
+
+	h.ready("dbsvc", "dbsvc-abc", "postgres", l.Addr().String())
+	if err := <-sendErr; err != nil {
+		t.Fatalf("sending: %v", err)
+	}
+	_ = c.SetReadDeadline(time.Now().Add(waitTimeout))
+	got, err := io.ReadAll(c)
+	if want := fmt.Sprintf("%d %s", size, body.sum); err != nil || string(got) != want {
+		t.Fatalf("the pod answered %q, %v; want %q", got, err, want)
+	}
+}
+
+// TestHeldH2CUploadWithinItsWindow: an h2c stream held at zero can send
+// only its flow-control window, the read-ahead bound, before the wake;
+// then it arrives whole.
+func TestHeldH2CUploadWithinItsWindow(t *testing.T) {
+	const size = 4 << 20
+	h := newHarness(t, 1, nil)
+	upAddr, whole := hashingUpstream(t)
+	h.mapPort("web", "websvc", nil, h.proxyPort(0, "h2c", ""))
+	body := newUpload(size, 11)
+	req, _ := http.NewRequest(http.MethodPost, "http://"+h.addr(0)+"/upload", io.NopCloser(body))
+	req.ContentLength = size
+	done := make(chan result, 1)
+	go func() {
+		resp, err := h2cClient().Do(req)
+		if err != nil {
+			done <- result{err: err}
+			return
+		}
+		defer resp.Body.Close()
+		b, err := io.ReadAll(resp.Body)
+		done <- result{status: resp.StatusCode, body: string(b), err: err}
+	}()
+	h.eventually("the upload is held", func() bool { return h.held("web") == 1 })
+	var sent int64
+	h.eventually("the client's sending settles", func() bool {
+		s := body.sent.Load()
+		if s != sent {
+			sent = s
+			return false
+		}
+		time.Sleep(200 * time.Millisecond)
+		return body.sent.Load() == s
+	})
+	// The client's Transport reads one buffer of its body ahead, past what
+	// the stream's window let it send (net/http's default window: 1 MiB).
+	if sent > DefaultReadAheadBytes+64<<10 {
+		t.Errorf("the h2c client sent %d bytes on a held stream; want about its %d-byte window", sent, DefaultReadAheadBytes)
+	}
+	t.Logf("held with %d of %d bytes sent", sent, size)
+	h.ready("websvc", "websvc-abc", "h2c", upAddr)
+	r := <-done
+	if want := fmt.Sprintf("%d %s", size, body.sum); r.err != nil || r.status != http.StatusOK || r.body != want {
+		t.Fatalf("status %d body %q err %v; want 200 %q", r.status, r.body, r.err, want)
+	}
+	if n := whole.Load(); n != 1 {
+		t.Errorf("the upstream received %d whole bodies, want 1", n)
+	}
+}
