@@ -5,7 +5,7 @@
 #   integration   envtest on K8S_VERSION, integration tests only (make
 #                 test-integration), at a lower CPU priority beside unit
 #   oldest        envtest on OLDEST_K8S_VERSION (make test-integration-oldest),
-#                 the same, beside them
+#                 the same, beside them; both go on beside e2e, joined after it
 #   e2e           the local cluster, one node (make test-e2e)
 #   multinode     the local cluster, two nodes (make test-multinode)
 #
@@ -101,18 +101,18 @@ join() {
 }
 
 # The envtest tiers use little CPU (their API servers mostly wait), so both
-# run beside the unit tier, which does. The end-to-end tiers come after,
-# alone: with their tests in parallel they keep both CPUs busy. (Started
-# beside the end-to-end tier instead, the envtest tiers saved about three
-# minutes of a warm run, but two of three runs failed an integration test
-# whose timing the load upset: docs/local-cluster.md.)
+# run beside the unit tier and then the end-to-end tier, at a lower
+# priority, and are joined after it. (Joined before the end-to-end tier,
+# they cost a warm run about three minutes of waiting; beside it, two
+# integration tests once failed under its load, and both were made
+# timing-independent: docs/local-cluster.md.)
 beside integration make --no-print-directory test-integration
 beside oldest make --no-print-directory test-integration-oldest
 tier unit make --no-print-directory test-unit
 prioritize
+tier e2e make --no-print-directory test-e2e
 join integration
 join oldest
-tier e2e make --no-print-directory test-e2e
 tier multinode make --no-print-directory test-multinode
 
 # The background builds are done by now (the last tier needed the last of
