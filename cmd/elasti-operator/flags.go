@@ -73,6 +73,7 @@ func parseFlags(fs *flag.FlagSet, args []string, getenv func(string) string, zap
 	fs.StringVar(&o.webhook.ServiceName, "webhook-service", "elasti-operator", "Service in the operator's namespace that the API server calls the webhook through.")
 	fs.StringVar(&o.webhook.CAConfigMapName, "activation-ca-configmap", "elasti-activation-ca", "ConfigMap in the operator's namespace the operator keeps holding the webhook's CA certificate (key ca.crt, no private key), which the resolvers verify the TLS activation server with; empty does not publish it. Unused with --webhook-port=0.")
 	fs.StringVar(&o.webhook.ConfigurationName, "webhook-configuration", "elasti-webhook", "ValidatingWebhookConfiguration whose caBundle the operator keeps.")
+	fs.BoolVar(&o.webhook.ReviewAccess, "admission-access-review", true, "Refuse an ElastiService (create, or spec update) whose author may not do what it makes the operator do: update the target's /scale, patch the autoscaler, get the trigger Secrets, update the Service for a waking page, static responses or a fallback; asked of the API server with a SubjectAccessReview in the author's name. Turn off only where every ElastiService author is trusted with the operator's rights.")
 	if zapOpts != nil {
 		zapOpts.BindFlags(fs)
 	}

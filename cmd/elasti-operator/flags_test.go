@@ -61,9 +61,12 @@ func TestParseWebhookFlags(t *testing.T) {
 	// config/operator), so its Deployment need not pass them.
 	want := admission.Config{Port: 9443, CertDir: "/var/run/elasti/webhook", Namespace: "platform",
 		SecretName: "elasti-webhook-cert", ServiceName: "elasti-operator", ConfigurationName: "elasti-webhook",
-		CAConfigMapName: "elasti-activation-ca"}
+		CAConfigMapName: "elasti-activation-ca", ReviewAccess: true}
 	if diff := cmp.Diff(want, o.webhook); diff != "" {
 		t.Errorf("defaults (-want +got)\n%s", diff)
+	}
+	if o, err := parse("--admission-access-review=false"); err != nil || o.webhook.ReviewAccess {
+		t.Errorf("--admission-access-review=false: %+v, %v; want the access review off", o.webhook, err)
 	}
 	if o, err := parse("--webhook-port=0", "--webhook-secret="); err != nil || o.webhook.Port != 0 {
 		t.Errorf("--webhook-port=0 turns the webhook off, its other flags unchecked: %+v, %v", o.webhook, err)

@@ -13,6 +13,10 @@
 // that finalizer and label updates of objects stored before a check existed
 // are never blocked.
 //
+// It also refuses an ElastiService whose author may not do what it makes
+// the operator do (access.go): a SubjectAccessReview in the author's name
+// for each effect of the spec.
+//
 // There is no cert-manager to rely on. Every operator replica runs
 // cert-controller's rotator, which keeps a CA and a serving certificate in
 // one Secret of the operator's namespace (renewing them before they expire)

@@ -50,6 +50,10 @@ type Config struct {
 	// keeps holding the CA certificate (key CAKey, no private key), for the
 	// resolvers to verify the activation server with.
 	CAConfigMapName string
+	// ReviewAccess refuses an ElastiService whose author may not do
+	// everything it makes the operator do (AccessReview). On unless a
+	// cluster admin turns it off.
+	ReviewAccess bool
 }
 
 // Validate reports a Config that cannot work.
@@ -138,7 +142,11 @@ func Setup(mgr ctrl.Manager, cfg Config) (*Serving, error) {
 		}
 	}
 	srv := webhook.NewServer(webhook.Options{Port: cfg.Port, CertDir: cfg.CertDir})
-	srv.Register(Path, ctrladmission.WithValidator[*elastiv1alpha1.ElastiService](mgr.GetScheme(), Validator{}))
+	v := Validator{}
+	if cfg.ReviewAccess {
+		v.Access = &AccessReview{Client: mgr.GetClient(), Mapper: mgr.GetRESTMapper()}
+	}
+	srv.Register(Path, ctrladmission.WithValidator[*elastiv1alpha1.ElastiService](mgr.GetScheme(), v))
 	if err := mgr.Add(&gatedServer{ready: ready, server: srv}); err != nil {
 		return nil, fmt.Errorf("add the webhook server: %w", err)
 	}

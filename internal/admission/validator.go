@@ -15,14 +15,29 @@ import (
 )
 
 // Validator answers the API server's admission reviews of ElastiServices
-// with Check.
-type Validator struct{}
+// with Check, then, if Access is set, with the access review of everything
+// the ElastiService makes the operator do (access.go).
+type Validator struct {
+	Access *AccessReview
+}
 
 var _ ctrladmission.Validator[*elastiv1alpha1.ElastiService] = Validator{}
 
-// ValidateCreate refuses a new ElastiService that Check finds wrong.
-func (Validator) ValidateCreate(_ context.Context, es *elastiv1alpha1.ElastiService) (ctrladmission.Warnings, error) {
-	return nil, invalid(es, Check(es))
+// ValidateCreate refuses a new ElastiService that Check finds wrong, or
+// whose author may not do what it makes the operator do.
+func (v Validator) ValidateCreate(ctx context.Context, es *elastiv1alpha1.ElastiService) (ctrladmission.Warnings, error) {
+	return nil, v.validate(ctx, es)
+}
+
+func (v Validator) validate(ctx context.Context, es *elastiv1alpha1.ElastiService) error {
+	if err := invalid(es, Check(es)); err != nil || v.Access == nil {
+		return err
+	}
+	req, err := ctrladmission.RequestFromContext(ctx)
+	if err != nil {
+		return apierrors.NewInternalError(err)
+	}
+	return v.Access.check(ctx, req.UserInfo, es)
 }
 
 // ValidateUpdate checks the new object only when its spec changed: a
@@ -30,11 +45,14 @@ func (Validator) ValidateCreate(_ context.Context, es *elastiv1alpha1.ElastiServ
 // existed must go through, or the object could not even be deleted. The
 // webhook configuration's matchConditions keep such updates from reaching
 // the webhook at all; this is the same rule where it is decided.
-func (Validator) ValidateUpdate(_ context.Context, old, es *elastiv1alpha1.ElastiService) (ctrladmission.Warnings, error) {
+//
+// A spec update is reviewed whole, in the updater's name: whoever changes
+// the spec takes on what all of it makes the operator do.
+func (v Validator) ValidateUpdate(ctx context.Context, old, es *elastiv1alpha1.ElastiService) (ctrladmission.Warnings, error) {
 	if apiequality.Semantic.DeepEqual(old.Spec, es.Spec) {
 		return nil, nil
 	}
-	return nil, invalid(es, Check(es))
+	return nil, v.validate(ctx, es)
 }
 
 // ValidateDelete allows every delete; the webhook is not registered for it.

@@ -25,8 +25,10 @@ import (
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
@@ -111,7 +113,8 @@ func TestWebhook(t *testing.T) {
 	}
 	certDir := t.TempDir()
 	serving, err := Setup(mgr, Config{Port: port, CertDir: certDir, Namespace: operatorNS, SecretName: secretName,
-		ServiceName: service, ConfigurationName: vwc.Name, ExtraDNSNames: []string{"localhost"}, CAConfigMapName: caConfigMapName})
+		ServiceName: service, ConfigurationName: vwc.Name, ExtraDNSNames: []string{"localhost"}, CAConfigMapName: caConfigMapName,
+		ReviewAccess: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -181,6 +184,35 @@ func TestWebhook(t *testing.T) {
 			if !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), want) {
 				t.Errorf("schedule %q:\n got %v\nwant an Invalid error containing %s", tc.schedule, err, want)
 			}
+		}
+	})
+
+	t.Run("the author's access, through the API server", func(t *testing.T) {
+		// TestAccessReview covers the reviews; this is the same refusal
+		// as kubectl shows it, for a user the API server authenticated.
+		role := &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Namespace: appsNS, Name: "elastiservices-only"},
+			Rules: []rbacv1.PolicyRule{{APIGroups: []string{elastiv1alpha1.GroupVersion.Group}, Resources: []string{"elastiservices"}, Verbs: []string{"*"}}}}
+		rb := &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Namespace: appsNS, Name: "elastiservices-only"},
+			RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: role.Name},
+			Subjects: []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: "webhook-tenant"}}}
+		for _, o := range []client.Object{role, rb} {
+			if err := c.Create(ctx, o); err != nil && !apierrors.IsAlreadyExists(err) {
+				t.Fatal(err)
+			}
+		}
+		rc := rest.CopyConfig(env.Config)
+		rc.Impersonate = rest.ImpersonationConfig{UserName: "webhook-tenant"}
+		tenant, err := client.New(rc, client.Options{Scheme: env.Scheme})
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = createThroughWebhook(ctx, tenant, estest.New(appsNS, "tenant-web"))
+		want := `admission webhook "elastiservices.elasti.dev" denied the request: spec.scaleTargetRef: webhook-tenant may not update deployments.apps/scale "tenant-web" in namespace ` + appsNS
+		if !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), want) {
+			t.Errorf("an ElastiService from a user who may not scale its target:\n got %v\nwant Forbidden containing %s", err, want)
+		}
+		if err := createThroughWebhook(ctx, c, estest.New(appsNS, "admin-web")); err != nil {
+			t.Errorf("the same ElastiService from an admin: %v", err)
 		}
 	})
 

@@ -167,3 +167,15 @@ func hasPort(svc corev1.Service, name string, port int32) bool {
 	}
 	return false
 }
+
+// TestAccessReviewValue: the operator reviews ElastiService authors' access
+// by default, and webhook.accessReview=false turns it off explicitly.
+func TestAccessReviewValue(t *testing.T) {
+	for set, want := range map[string]string{"": "true", "webhook.accessReview=false": "false"} {
+		var op appsv1.Deployment
+		render(t, set).decode(t, "Deployment/elasti-x-operator", &op)
+		if got, _ := argValue(op.Spec.Template.Spec.Containers[0].Args, "admission-access-review"); got != want {
+			t.Errorf("with %q: --admission-access-review=%q, want %q", set, got, want)
+		}
+	}
+}
