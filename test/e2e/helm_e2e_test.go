@@ -107,8 +107,9 @@ func TestHelmInstall(t *testing.T) {
 
 	// Namespace-scoped install: the operator's namespaced rules are a Role in
 	// the watched namespace, and its ClusterRole keeps only cluster-scoped
-	// resources: tokenreviews (the activation server), and nodes and
-	// nodes/stats (network triggers read the kubelets).
+	// resources: tokenreviews (the activation server), subjectaccessreviews
+	// (the webhook's access review), and nodes and nodes/stats (network
+	// triggers read the kubelets).
 	var role rbacv1.Role
 	if err := e.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: operator}, &role); err != nil {
 		t.Errorf("Role %s/%s: %v", ns, operator, err)
@@ -119,7 +120,7 @@ func TestHelmInstall(t *testing.T) {
 	} else {
 		for _, r := range cr.Rules {
 			for _, res := range r.Resources {
-				if res != "tokenreviews" && res != "nodes" && res != "nodes/stats" {
+				if res != "tokenreviews" && res != "subjectaccessreviews" && res != "nodes" && res != "nodes/stats" {
 					t.Errorf("ClusterRole %s grants %s cluster-wide in a namespace-scoped install", operator, res)
 				}
 			}
