@@ -27,6 +27,8 @@ type HeldConn struct {
 	// done is closed when the reads stopped; pending is theirs until then.
 	done    chan struct{}
 	pending []byte
+	// full says the reads stopped at the bound, with more perhaps waiting.
+	full bool
 
 	mu   sync.Mutex
 	gone error
@@ -80,6 +82,7 @@ func (h *HeldConn) run() {
 		}
 	}
 	// At the bound: the rest waits on the client's side.
+	h.full = true
 }
 
 // StopWatching ends the watch and the reads and returns what they read,
@@ -99,4 +102,42 @@ func (h *HeldConn) StopWatching() (pending []byte, err error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	return h.pending, h.gone
+}
+
+// MaxBacklog bounds what is read of a held connection's backlog at its
+// release (drain). A client that has closed its connection can have at
+// most its socket's send buffer still on its way (4 MiB at most with
+// Linux's default tcp_wmem); one that has sent more since the release
+// is there.
+const MaxBacklog = 8 << 20
+
+// DrainBacklog, after StopWatching let the connection through, reads what
+// the client sent past the bound while held, until none waits or
+// MaxBacklog is read, and returns it after what was read ahead: all of it
+// goes to the pod before the splice. A close queued behind that backlog
+// (the kernel sends it after the bytes) is seen by then, and the
+// connection is not forwarded (hold.ErrClientGone): the same rule as while
+// held. Without a backlog, or where the socket cannot be probed, it
+// returns what was read ahead.
+func (h *HeldConn) DrainBacklog() ([]byte, error) {
+	probe := probeOf(socketOf(h.Conn))
+	if !h.full || probe == nil {
+		return h.pending, nil
+	}
+	buf := make([]byte, 32<<10)
+	for len(h.pending) < MaxBacklog {
+		readable, left := probe()
+		if left {
+			return nil, fmt.Errorf("%w: the connection closed behind the bytes it sent while held", hold.ErrClientGone)
+		}
+		if !readable {
+			return h.pending, nil
+		}
+		n, err := h.Read(buf)
+		h.pending = append(h.pending, buf[:n]...)
+		if err != nil {
+			return nil, fmt.Errorf("%w: %w", hold.ErrClientGone, err)
+		}
+	}
+	return h.pending, nil
 }

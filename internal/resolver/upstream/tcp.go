@@ -24,11 +24,17 @@ type TCP struct {
 	readAhead int
 	// stop ends holds and dials (the resolver's drain timeout).
 	stop context.Context
+	// drains bounds the backlogs read at once (drainBacklog).
+	drains chan struct{}
 }
+
+// concurrentDrains is how many held connections' backlogs are read at
+// once: at most this many times park.MaxBacklog of memory.
+const concurrentDrains = 4
 
 // NewTCP holds through h and dials through d; stop ends holds and dials.
 func NewTCP(stop context.Context, h *hold.Hold, d *Dialer, rec Recorder, log logr.Logger, readAhead int) *TCP {
-	return &TCP{hold: h, dialer: d, rec: rec, log: log, readAhead: readAhead, stop: stop}
+	return &TCP{hold: h, dialer: d, rec: rec, log: log, readAhead: readAhead, stop: stop, drains: make(chan struct{}, concurrentDrains)}
 }
 
 // Serve holds a TCP connection until its Target (or, with
@@ -45,6 +51,9 @@ func (p *TCP) Serve(c net.Conn, t route.Target) {
 	if err == nil && errors.Is(werr, hold.ErrClientGone) {
 		// Gone as the hold let it through: still never forwarded.
 		err = werr
+	}
+	if err == nil {
+		pending, err = p.drainBacklog(h)
 	}
 	if err != nil {
 		if errors.Is(err, hold.ErrStopping) {
@@ -70,6 +79,18 @@ func (p *TCP) Serve(c net.Conn, t route.Target) {
 		}
 	}
 	splice(c, up)
+}
+
+// drainBacklog is h.DrainBacklog, a few connections at a time: each may
+// take park.MaxBacklog of memory for the moment of its release.
+func (p *TCP) drainBacklog(h *park.HeldConn) ([]byte, error) {
+	select {
+	case p.drains <- struct{}{}:
+	case <-p.stop.Done():
+		return nil, hold.ErrStopping
+	}
+	defer func() { <-p.drains }()
+	return h.DrainBacklog()
 }
 
 // splice copies both ways until both directions are done, passing each
