@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"math"
 	"net/http"
+	"net/url"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -97,7 +99,16 @@ type prometheusQuery struct {
 // returns its single value.
 func queryPrometheus(ctx context.Context, rt http.RoundTripper, q prometheusQuery, timeout time.Duration) (float64, error) {
 	hrt := &headerRoundTripper{base: rt, headers: q.headers, authorization: q.creds.header}
-	c, err := api.NewClient(api.Config{Address: q.address, RoundTripper: hrt})
+	if u, err := url.Parse(q.address); err == nil {
+		hrt.origin = u.Host
+	}
+	c, err := api.NewClient(api.Config{Address: q.address, Client: &http.Client{
+		Transport: hrt,
+		// The trigger's server is where its spec says: a redirect is not
+		// followed (it reads as an answer with a 3xx status), so neither
+		// the query nor the credentials go anywhere else.
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+	}})
 	if err != nil {
 		return 0, fmt.Errorf("build Prometheus client for %s: %w", q.address, err)
 	}
@@ -107,15 +118,13 @@ func queryPrometheus(ctx context.Context, rt http.RoundTripper, q prometheusQuer
 	// clock is injected and may be a test clock.
 	v, _, _, err := promv1.NewAPI(c).Query(ctx, q.query, time.Time{}, promv1.WithTimeout(timeout))
 	var apiErr *promv1.Error
-	if errors.As(err, &apiErr) && (apiErr.Type == promv1.ErrClient || apiErr.Type == promv1.ErrServer) && hrt.status.Load() >= 400 {
+	if code := int(hrt.status.Load()); err != nil && code >= 300 && !(code >= 400 && errors.As(err, &apiErr) && apiErr.Type != promv1.ErrClient && apiErr.Type != promv1.ErrServer) {
 		// A bare HTTP status, with no Prometheus error in the body: most
 		// often a proxy in front of the server (an auth gateway, an
-		// ingress) answered.
-		detail := apiErr.Detail
-		if detail == "" {
-			detail = apiErr.Msg
-		}
-		err = &httpStatusError{address: q.address, code: int(hrt.status.Load()), detail: detail, creds: q.creds.source}
+		// ingress) answered, or a redirect, which is not followed. What
+		// the body said stays out of the status, where the ElastiService's
+		// author reads it: it is the server's to write.
+		err = &httpStatusError{address: q.address, code: code, creds: q.creds.source}
 	}
 	if err != nil {
 		return 0, fmt.Errorf("query %s: %w", q.address, err)
@@ -170,10 +179,20 @@ type headerRoundTripper struct {
 	base          http.RoundTripper
 	headers       map[string]string
 	authorization string
-	status        atomic.Int32
+	// origin is the host of the trigger's serverAddress: the only one the
+	// headers and credentials are sent to.
+	origin string
+	status atomic.Int32
 }
 
+// maxAnswer bounds what is read of a server's answer: a query's single
+// number, with Prometheus's envelope, is a few hundred bytes.
+const maxAnswer = 1 << 20
+
 func (h *headerRoundTripper) RoundTrip(req *http.Request) (*http.Response, error) {
+	if req.URL.Host != h.origin {
+		return nil, fmt.Errorf("refusing to send the trigger's query to %s: its serverAddress names %s", req.URL.Host, h.origin)
+	}
 	req = req.Clone(req.Context())
 	for k, v := range h.headers {
 		req.Header.Set(k, v)
@@ -184,17 +203,34 @@ func (h *headerRoundTripper) RoundTrip(req *http.Request) (*http.Response, error
 	resp, err := h.base.RoundTrip(req)
 	if resp != nil {
 		h.status.Store(int32(resp.StatusCode))
+		resp.Body = &boundedAnswer{ReadCloser: resp.Body, left: maxAnswer}
 	}
 	return resp, err
 }
 
-// httpStatusError is an answer with an HTTP error status and no Prometheus
-// error in its body.
+// boundedAnswer fails a read past maxAnswer.
+type boundedAnswer struct {
+	io.ReadCloser
+	left int64
+}
+
+func (b *boundedAnswer) Read(p []byte) (int, error) {
+	if b.left <= 0 {
+		return 0, fmt.Errorf("the answer is longer than %d bytes", maxAnswer)
+	}
+	if int64(len(p)) > b.left {
+		p = p[:b.left]
+	}
+	n, err := b.ReadCloser.Read(p)
+	b.left -= int64(n)
+	return n, err
+}
+
+// httpStatusError is an answer with an HTTP error or redirect status and
+// no Prometheus error in its body.
 type httpStatusError struct {
 	address string
 	code    int
-	// detail is the body, or the client's summary of the status.
-	detail string
 	// creds says where the credentials sent came from; empty when none
 	// were sent.
 	creds string
@@ -212,28 +248,16 @@ func (e *httpStatusError) Error() string {
 	case e.code == http.StatusForbidden:
 		return fmt.Sprintf("the server at %s refused the credentials (%s): %s may not run this query, or not for the tenant in metadata.headers", e.address, status, e.creds)
 	}
-	msg := fmt.Sprintf("the server at %s answered %s instead of a query result", e.address, status)
-	if d := firstLine(e.detail, 200); d != "" {
-		msg += ": " + d
+	if e.code < 400 {
+		return fmt.Sprintf("the server at %s answered %s, a redirect, which the operator does not follow: set serverAddress to the server itself", e.address, status)
 	}
-	return msg
+	return fmt.Sprintf("the server at %s answered %s instead of a query result", e.address, status)
 }
 
 // unauthorized reports whether the server refused the request's
 // credentials, or their absence.
 func (e *httpStatusError) unauthorized() bool {
 	return e.code == http.StatusUnauthorized || e.code == http.StatusForbidden
-}
-
-// firstLine is the first line of s, trimmed and cut to at most n bytes, so
-// that a proxy's error page stays short in a condition message.
-func firstLine(s string, n int) string {
-	s, _, _ = strings.Cut(strings.TrimSpace(s), "\n")
-	s = strings.TrimSpace(s)
-	if len(s) > n {
-		s = strings.ToValidUTF8(s[:n], "")
-	}
-	return s
 }
 
 // fromQueryError maps a query error to a condition reason.
@@ -256,7 +280,9 @@ func fromQueryError(err error) Result {
 	case errors.As(err, &apiErr) && apiErr.Type != promv1.ErrClient && apiErr.Type != promv1.ErrServer:
 		// bad_data, execution, timeout, canceled: Prometheus answered but
 		// could not run the query.
-		return unhealthy(ReasonQueryFailed, "Prometheus rejected the query: "+apiErr.Msg)
+		// Its words stay out of the status, which the author reads: the
+		// server is the author's to choose.
+		return unhealthy(ReasonQueryFailed, fmt.Sprintf("Prometheus rejected the query (%s); test it in Prometheus's own UI", apiErr.Type))
 	default:
 		return unhealthy(ReasonPrometheusUnreachable, "Prometheus did not answer: "+stableNetError(err))
 	}
