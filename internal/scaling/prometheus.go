@@ -118,7 +118,10 @@ func queryPrometheus(ctx context.Context, rt http.RoundTripper, q prometheusQuer
 	// clock is injected and may be a test clock.
 	v, _, _, err := promv1.NewAPI(c).Query(ctx, q.query, time.Time{}, promv1.WithTimeout(timeout))
 	var apiErr *promv1.Error
-	if code := int(hrt.status.Load()); err != nil && code >= 300 && !(code >= 400 && errors.As(err, &apiErr) && apiErr.Type != promv1.ErrClient && apiErr.Type != promv1.ErrServer) {
+	// A Prometheus error (bad_data, execution...) comes with a 4xx or 5xx
+	// status too; it is the query's fault, not the server's.
+	prometheusError := errors.As(err, &apiErr) && apiErr.Type != promv1.ErrClient && apiErr.Type != promv1.ErrServer
+	if code := int(hrt.status.Load()); err != nil && (code >= 300 && code < 400 || code >= 400 && !prometheusError) {
 		// A bare HTTP status, with no Prometheus error in the body: most
 		// often a proxy in front of the server (an auth gateway, an
 		// ingress) answered, or a redirect, which is not followed. What
