@@ -179,3 +179,32 @@ func TestAccessReviewValue(t *testing.T) {
 		}
 	}
 }
+
+// TestTenantRoles: the chart aggregates ElastiServices into Kubernetes'
+// admin, edit and view roles under the release's names, and never grants
+// elastiservices/status; tenantRoles.enabled=false leaves them out.
+func TestTenantRoles(t *testing.T) {
+	r := render(t, "")
+	for name, aggregate := range map[string][]string{
+		"ClusterRole/elasti-x-elastiservices-edit": {"aggregate-to-admin", "aggregate-to-edit"},
+		"ClusterRole/elasti-x-elastiservices-view": {"aggregate-to-view"},
+	} {
+		var cr rbacv1.ClusterRole
+		r.decode(t, name, &cr)
+		for _, a := range aggregate {
+			if cr.Labels["rbac.authorization.k8s.io/"+a] != "true" {
+				t.Errorf("%s lacks the label rbac.authorization.k8s.io/%s", name, a)
+			}
+		}
+		for _, rule := range cr.Rules {
+			for _, res := range rule.Resources {
+				if res != "elastiservices" {
+					t.Errorf("%s grants %s", name, res)
+				}
+			}
+		}
+	}
+	if _, ok := render(t, "tenantRoles.enabled=false")["ClusterRole/elasti-x-elastiservices-edit"]; ok {
+		t.Error("tenantRoles.enabled=false still renders the tenant roles")
+	}
+}

@@ -66,3 +66,50 @@ func TestTenantCannotScaleThroughElasti(t *testing.T) {
 	})
 	e.WaitAsleep(t, ns, "demoapp", 2*time.Minute)
 }
+
+// TestTenantRolesAggregated: with Elasti installed, Kubernetes' own edit
+// ClusterRole lets a namespace's editor manage its ElastiServices (edit
+// also grants deployments/scale, so the webhook's access review lets the
+// editor's ElastiService through), but never write their status, which
+// the operator owns and the resolvers route by; the view ClusterRole
+// reads them and creates none.
+func TestTenantRolesAggregated(t *testing.T) {
+	t.Parallel()
+	e := Get(t)
+	ns, _ := demoApp(t, e)
+	ctx := context.Background()
+	as := func(user, clusterRole string) client.Client {
+		t.Helper()
+		e.Create(t, &rbacv1.RoleBinding{
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: user},
+			RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: clusterRole},
+			Subjects:   []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: user}},
+		})
+		rc := rest.CopyConfig(e.REST)
+		rc.Impersonate = rest.ImpersonationConfig{UserName: user}
+		c, err := client.New(rc, client.Options{Scheme: e.Client.Scheme()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	editor, viewer := as("editor", "edit"), as("viewer", "view")
+
+	// The aggregation controller fills edit and view from Elasti's roles.
+	Eventually(t, time.Minute, time.Second, func(ctx context.Context) error {
+		return editor.Create(ctx, e.ElastiServiceFor(ns, "demoapp", BusyQuery))
+	})
+	es := &elastiv1alpha1.ElastiService{}
+	if err := viewer.Get(ctx, client.ObjectKey{Namespace: ns, Name: "demoapp"}, es); err != nil {
+		t.Fatalf("the viewer cannot read the ElastiService: %v", err)
+	}
+	es.Status.Mode = elastiv1alpha1.ModeProxy
+	if err := editor.Status().Update(ctx, es); !apierrors.IsForbidden(err) {
+		t.Errorf("the editor wrote the ElastiService's status: %v; want Forbidden", err)
+	}
+	other := e.ElastiServiceFor(ns, "demoapp", BusyQuery)
+	other.Name = "viewer-made"
+	if err := viewer.Create(ctx, other); !apierrors.IsForbidden(err) {
+		t.Errorf("the viewer created an ElastiService: %v; want Forbidden", err)
+	}
+}
