@@ -681,3 +681,24 @@ func TestPodClosingKeptAliveConnection(t *testing.T) {
 		}
 	}
 }
+
+// TestResolverFullGets503: past --max-held-total, a request for any
+// ElastiService gets 503 with Retry-After, however few its own are, and
+// counts as rejected{reason="resolver_full"}.
+func TestResolverFullGets503(t *testing.T) {
+	h := newHarness(t, 1, func(o *Options) { o.Hold.MaxHeldTotal = 2 })
+	h.mapPort("web", "websvc", nil, h.proxyPort(0, "http", ""))
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	for range 2 {
+		go func() { _ = get(h.client(), ctx, "http://"+h.addr(0)+"/", nil) }()
+	}
+	h.eventually("two requests held", func() bool { return h.held("web") == 2 })
+	r := get(h.client(), context.Background(), "http://"+h.addr(0)+"/", nil)
+	if r.err != nil || r.status != http.StatusServiceUnavailable || r.header.Get("Retry-After") == "" || !strings.Contains(r.body, "this resolver holds as many requests as it may") {
+		t.Fatalf("status %d Retry-After %q body %q err %v; want 503 with Retry-After", r.status, r.header.Get("Retry-After"), r.body, r.err)
+	}
+	if v := testutil.ToFloat64(h.r.metrics.Rejected.WithLabelValues("ns", "web", ReasonResolverFull)); v != 1 {
+		t.Errorf("rejected{resolver_full} = %v, want 1", v)
+	}
+}

@@ -26,7 +26,7 @@ func TestMemoryReturner(t *testing.T) {
 		clk := clocktesting.NewFakeClock(time.Unix(1000, 0))
 		frees := 0
 		m := newMemoryReturner(clk, after, atPeak, func() bool { return q.Total() == 0 }, func() { frees++ }, func() {})
-		q = hold.NewQueue(m.drained)
+		q = hold.NewQueue(0, m.drained)
 		return q, clk, &frees
 	}
 	// hold enters n slots, spread over two ElastiServices (the peak is

@@ -22,6 +22,9 @@ const (
 	ReasonDialFailed   = "dial_failed"
 	ReasonDraining     = "draining"
 	ReasonBadRequest   = "bad_request"
+	// ReasonResolverFull: the resolver held its --max-held-total for all
+	// ElastiServices together.
+	ReasonResolverFull = "resolver_full"
 )
 
 // Fallback reasons, the values of the reason label on
@@ -218,6 +221,8 @@ func (r recorder) Refused(es types.NamespacedName, err error) {
 	switch {
 	case errors.Is(err, hold.ErrQueueFull):
 		r.m.reject(es, ReasonQueueFull)
+	case errors.Is(err, hold.ErrResolverFull):
+		r.m.reject(es, ReasonResolverFull)
 	}
 }
 

@@ -68,6 +68,11 @@ type HoldOptions struct {
 	// not set them.
 	Timeout time.Duration
 	MaxHeld int
+	// MaxHeldTotal bounds what this replica holds for all ElastiServices
+	// together, so that one tenant's burst (or many tenants') cannot take
+	// the resolver's memory from the others; past it, 503 with RetryAfter
+	// (TCP: close).
+	MaxHeldTotal int
 	// RetryAfter is sent with 503 when a hold queue is full.
 	RetryAfter time.Duration
 	// ReadAheadBytes bounds what the resolver keeps in memory of each held
@@ -141,6 +146,7 @@ const (
 	DefaultUnmappedWait         = 2 * time.Second
 	DefaultHoldTimeout          = contract.DefaultHoldTimeout
 	DefaultMaxHeld              = 1000
+	DefaultMaxHeldTotal         = 10000
 	DefaultRetryAfter           = 5 * time.Second
 	DefaultReadAheadBytes       = 64 << 10
 	DefaultReleaseConcurrency   = 64
@@ -186,6 +192,7 @@ func (o *Options) setDefaults() {
 	h := &o.Hold
 	setDuration(&h.Timeout, DefaultHoldTimeout)
 	setInt(&h.MaxHeld, DefaultMaxHeld)
+	setInt(&h.MaxHeldTotal, DefaultMaxHeldTotal)
 	setDuration(&h.RetryAfter, DefaultRetryAfter)
 	setInt(&h.ReadAheadBytes, DefaultReadAheadBytes)
 	setInt(&h.ReleaseConcurrency, DefaultReleaseConcurrency)

@@ -83,9 +83,13 @@ func (h *holdUntilReady) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	}
 	switch {
 	case err == nil:
-	case errors.Is(err, hold.ErrQueueFull):
+	case errors.Is(err, hold.ErrQueueFull), errors.Is(err, hold.ErrResolverFull):
 		w.Header().Set("Retry-After", strconv.Itoa(int((h.retryAfter+time.Second-1)/time.Second)))
-		http.Error(w, "elasti resolver: too many requests are waiting for this service to wake; retry later", http.StatusServiceUnavailable)
+		msg := "elasti resolver: too many requests are waiting for this service to wake; retry later"
+		if errors.Is(err, hold.ErrResolverFull) {
+			msg = "elasti resolver: this resolver holds as many requests as it may; retry later"
+		}
+		http.Error(w, msg, http.StatusServiceUnavailable)
 		return
 	case errors.Is(err, hold.ErrHoldTimeout):
 		http.Error(w, "elasti resolver: the service did not become ready within the hold timeout", http.StatusGatewayTimeout)

@@ -19,6 +19,10 @@ var (
 	// ErrQueueFull means an ElastiService already holds its maximum number
 	// of requests on this resolver; HTTP answers 503 with Retry-After.
 	ErrQueueFull = errors.New("hold queue full")
+	// ErrResolverFull means this resolver holds its maximum number of
+	// requests and connections for all ElastiServices together; HTTP
+	// answers 503 with Retry-After, TCP closes.
+	ErrResolverFull = errors.New("resolver holds its maximum")
 	// ErrHoldTimeout means no endpoint became ready within the hold
 	// timeout; HTTP answers 504.
 	ErrHoldTimeout = errors.New("hold timeout passed before the target had a ready endpoint")
@@ -57,7 +61,8 @@ type Recorder interface {
 	// to its woken target.
 	HoldEnded(es types.NamespacedName, d time.Duration, coldStart bool)
 	TimedOut(es types.NamespacedName)
-	// Refused counts a request the hold refused with err (ErrQueueFull).
+	// Refused counts a request the hold refused with err (ErrQueueFull,
+	// ErrResolverFull).
 	Refused(es types.NamespacedName, err error)
 	// Fallback counts a request sent to the fallback Service, because its
 	// own hold passed fallback.after (deadline) or the ElastiService was
@@ -79,6 +84,9 @@ type Config struct {
 	// not set them.
 	Timeout time.Duration
 	MaxHeld int
+	// MaxHeldTotal bounds what all ElastiServices hold together; 0 is no
+	// bound.
+	MaxHeldTotal int
 	// Activator wakes targets (nil: no activation calls). CallTimeout
 	// bounds one call; failed calls are retried from Backoff doubling to
 	// MaxBackoff; a successful call is repeated every Refresh while
@@ -118,7 +126,7 @@ type Hold struct {
 func New(stop context.Context, c Config) *Hold {
 	h := &Hold{
 		endpoints: c.Endpoints,
-		queue:     NewQueue(c.Drained),
+		queue:     NewQueue(c.MaxHeldTotal, c.Drained),
 		rec:       c.Recorder,
 		clock:     c.Clock,
 		timeout:   c.Timeout,

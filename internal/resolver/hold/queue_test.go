@@ -55,7 +55,7 @@ func TestHoldQueue(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			q := NewQueue(nil)
+			q := NewQueue(0, nil)
 			var leaves []func()
 			for i, s := range tt.steps {
 				for range s.leave {
@@ -82,7 +82,7 @@ func TestHoldQueue(t *testing.T) {
 }
 
 func TestHoldQueueConcurrent(t *testing.T) {
-	q := NewQueue(nil)
+	q := NewQueue(0, nil)
 	key := types.NamespacedName{Namespace: "ns", Name: "a"}
 	const limit, workers = 50, 200
 	var mu sync.Mutex
@@ -115,8 +115,33 @@ func TestHoldQueueConcurrent(t *testing.T) {
 	}
 }
 
+// TestHoldQueueTotal: past the total, no ElastiService gets a slot, however
+// few it holds itself, and a slot given back is taken again.
+func TestHoldQueueTotal(t *testing.T) {
+	q := NewQueue(3, nil)
+	a, b := types.NamespacedName{Namespace: "t1", Name: "a"}, types.NamespacedName{Namespace: "t2", Name: "b"}
+	var leaves []func()
+	for range 3 {
+		leave, err := q.Enter(a, 100)
+		if err != nil {
+			t.Fatal(err)
+		}
+		leaves = append(leaves, leave)
+	}
+	if _, err := q.Enter(b, 100); !errors.Is(err, ErrResolverFull) {
+		t.Fatalf("another tenant's first request past the total: %v, want ErrResolverFull", err)
+	}
+	leaves[0]()
+	if _, err := q.Enter(b, 100); err != nil {
+		t.Fatalf("after a slot was given back: %v", err)
+	}
+	if _, err := q.Enter(a, 3); !errors.Is(err, ErrQueueFull) && !errors.Is(err, ErrResolverFull) {
+		t.Fatalf("a full resolver let a fourth in: %v", err)
+	}
+}
+
 func BenchmarkHoldQueue(b *testing.B) {
-	q := NewQueue(nil)
+	q := NewQueue(0, nil)
 	key := types.NamespacedName{Namespace: "ns", Name: "a"}
 	b.RunParallel(func(pb *testing.PB) {
 		for pb.Next() {
