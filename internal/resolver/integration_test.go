@@ -80,7 +80,8 @@ func (w *sliceWaker) Wake(ctx context.Context, key types.NamespacedName) (activa
 		},
 		AddressType: discoveryv1.AddressTypeIPv4,
 		Ports:       []discoveryv1.EndpointPort{{Name: ptr.To("http"), Port: ptr.To(w.port), Protocol: ptr.To(corev1.ProtocolTCP)}},
-		Endpoints:   []discoveryv1.Endpoint{{Addresses: []string{podIP}, Conditions: discoveryv1.EndpointConditions{Ready: ptr.To(true)}}},
+		Endpoints: []discoveryv1.Endpoint{{Addresses: []string{podIP}, Conditions: discoveryv1.EndpointConditions{Ready: ptr.To(true)},
+			TargetRef: &corev1.ObjectReference{Kind: "Pod", Namespace: key.Namespace, Name: es.Spec.Service + "-pod"}}},
 	}
 	if err := w.c.Create(ctx, s); err != nil && !apierrors.IsAlreadyExists(err) {
 		return activation.WakeResult{}, err
@@ -325,7 +326,8 @@ func TestIntegrationSlicesFollowedOnlyWhileMapped(t *testing.T) {
 			},
 			AddressType: discoveryv1.AddressTypeIPv4,
 			Ports:       []discoveryv1.EndpointPort{{Name: ptr.To("http"), Port: ptr.To(int32(podPort)), Protocol: ptr.To(corev1.ProtocolTCP)}},
-			Endpoints:   []discoveryv1.Endpoint{{Addresses: []string{podIP}, Conditions: discoveryv1.EndpointConditions{Ready: ptr.To(true)}}},
+			Endpoints: []discoveryv1.Endpoint{{Addresses: []string{podIP}, Conditions: discoveryv1.EndpointConditions{Ready: ptr.To(true)},
+				TargetRef: &corev1.ObjectReference{Kind: "Pod", Namespace: ns, Name: svc + "-pod"}}},
 		}
 		if err := env.Client.Create(ctx, s); err != nil {
 			t.Fatal(err)

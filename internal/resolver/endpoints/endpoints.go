@@ -73,10 +73,21 @@ func New() *Endpoints {
 	}
 }
 
+// Kubernetes' own writers of a Service's EndpointSlices: the resolver
+// dials only what they wrote. Anyone who may write an EndpointSlice (or a
+// selectorless Service's Endpoints by hand) could otherwise point the
+// resolver, which is shared by every tenant, at any address: another
+// namespace's pods, a node port, a link-local metadata address.
+var trustedWriters = map[string]bool{
+	"endpointslice-controller.k8s.io":          true,
+	"endpointslicemirroring-controller.k8s.io": true,
+}
+
 // serviceOf returns the Service a slice belongs to, or false for slices the
-// resolver must not use.
+// resolver must not use: Elasti's own proxy slices, and slices Kubernetes'
+// controllers did not write.
 func serviceOf(s *discoveryv1.EndpointSlice) (types.NamespacedName, bool) {
-	if s.Labels[contract.LabelManagedBy] == contract.ManagedBy {
+	if !trustedWriters[s.Labels[contract.LabelManagedBy]] {
 		return types.NamespacedName{}, false
 	}
 	name := s.Labels[discoveryv1.LabelServiceName]
@@ -104,6 +115,12 @@ func summarize(s *discoveryv1.EndpointSlice) sliceEndpoints {
 	for _, ep := range s.Endpoints {
 		// Addresses are fungible; the first is the one to use.
 		if len(ep.Addresses) == 0 || !contract.EndpointReady(ep.Conditions) {
+			continue
+		}
+		// Only a Pod of the Service's own namespace: the controller writes
+		// that reference for every endpoint it takes from a Pod, and a
+		// mirrored endpoint written by hand has none.
+		if r := ep.TargetRef; r == nil || r.Kind != "Pod" || (r.Namespace != "" && r.Namespace != s.Namespace) {
 			continue
 		}
 		if net.ParseIP(ep.Addresses[0]) == nil {

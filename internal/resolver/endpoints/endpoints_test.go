@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
@@ -112,6 +113,47 @@ func TestEndpointsReady(t *testing.T) {
 				t.Errorf("AnyReady = %v, want %v", got, want)
 			}
 		})
+	}
+}
+
+// TestEndpointsOnlyThePodsOfTheService: the resolver dials only what
+// Kubernetes' EndpointSlice controllers wrote, and of that only Pods of the
+// Service's own namespace: whoever may write an EndpointSlice, or a
+// selectorless Service's Endpoints, cannot point the shared resolver
+// elsewhere.
+func TestEndpointsOnlyThePodsOfTheService(t *testing.T) {
+	svc := types.NamespacedName{Namespace: "ns", Name: "web"}
+	good := resolvertest.Slice("ns", "web-good", "web", "http", 8080, resolvertest.ReadyEP("10.0.0.1"))
+	relabel := func(name, writer string) *discoveryv1.EndpointSlice {
+		s := resolvertest.Slice("ns", name, "web", "http", 8080, resolvertest.ReadyEP("10.0.0.9"))
+		if writer == "" {
+			delete(s.Labels, contract.LabelManagedBy)
+		} else {
+			s.Labels[contract.LabelManagedBy] = writer
+		}
+		return s
+	}
+	retarget := func(name string, ref *corev1.ObjectReference) *discoveryv1.EndpointSlice {
+		s := resolvertest.Slice("ns", name, "web", "http", 8080, resolvertest.ReadyEP("10.0.0.9"))
+		s.Endpoints[0].TargetRef = ref
+		return s
+	}
+	mirrored := relabel("web-mirrored", "endpointslicemirroring-controller.k8s.io")
+	mirrored.Endpoints[0].Addresses = []string{"10.0.0.2"}
+	e := New()
+	for _, s := range []*discoveryv1.EndpointSlice{
+		good,
+		mirrored,
+		relabel("web-by-hand", "someone"),
+		relabel("web-unlabelled", ""),
+		retarget("web-no-ref", nil),
+		retarget("web-other-ns", &corev1.ObjectReference{Kind: "Pod", Namespace: "other", Name: "p"}),
+		retarget("web-a-node", &corev1.ObjectReference{Kind: "Node", Name: "node-1"}),
+	} {
+		e.Update(s)
+	}
+	if diff := cmp.Diff([]string{"10.0.0.1:8080", "10.0.0.2:8080"}, e.Ready(svc, "http")); diff != "" {
+		t.Errorf("Ready (-want +got):\n%s", diff)
 	}
 }
 

@@ -41,6 +41,7 @@ func Slice(ns, name, svc, portName string, port int32, eps ...Endpoint) *discove
 		s.Endpoints = append(s.Endpoints, discoveryv1.Endpoint{
 			Addresses:  []string{ep.IP},
 			Conditions: discoveryv1.EndpointConditions{Ready: ep.Ready, Terminating: ep.Terminating},
+			TargetRef:  &corev1.ObjectReference{Kind: "Pod", Namespace: ns, Name: "pod-" + ep.IP},
 		})
 	}
 	return s
