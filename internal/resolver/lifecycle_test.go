@@ -195,3 +195,34 @@ func TestActivationLoopEndsWhenReadyDuringCall(t *testing.T) {
 		return !h.r.hold.Waking(types.NamespacedName{Namespace: "ns", Name: "web"})
 	})
 }
+
+// TestDrainAnswersHeldRequests503: holds still waiting as the drain timeout
+// nears end with a 503 and Retry-After, parked or held in their handler,
+// never with a cut connection; a held TCP connection is closed.
+func TestDrainAnswersHeldRequests503(t *testing.T) {
+	h := newHarness(t, 1, nil)
+	h.mapPort("web", "websvc", nil, h.proxyPort(0, "http", ""))
+	results := make(chan result, 2)
+	go func() { results <- get(h.client(), context.Background(), "http://"+h.addr(0)+"/parked", nil) }()
+	go func() {
+		resp, err := h.client().Post("http://"+h.addr(0)+"/in-handler", "text/plain", strings.NewReader("a body"))
+		if err != nil {
+			results <- result{err: err}
+			return
+		}
+		defer resp.Body.Close()
+		results <- result{status: resp.StatusCode, header: resp.Header}
+	}()
+	h.eventually("both requests are held", func() bool { return h.held("web") == 2 })
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	periodEnd := make(chan time.Time)
+	close(periodEnd)
+	h.r.drain(ctx, periodEnd)
+	for range 2 {
+		r := <-results
+		if r.err != nil || r.status != http.StatusServiceUnavailable || r.header.Get("Retry-After") == "" {
+			t.Errorf("held request at the drain: status %d Retry-After %q err %v; want 503 with Retry-After", r.status, r.header.Get("Retry-After"), r.err)
+		}
+	}
+}

@@ -195,8 +195,10 @@ func (r *Resolver) Ready() error {
 // Drain stops the resolver gracefully. Readiness turns false at once, so the
 // operator drops this replica from proxy slices; new connections are still
 // accepted for period while that propagates. Then the ports close and held
-// and in-flight work gets until ctx ends to finish, after which what is left
-// is cut.
+// and in-flight work gets until ctx ends to finish. Holds still waiting
+// shortly before that (holdsEndBefore) end with a 503 and Retry-After (TCP:
+// a close), so that no held client is cut without an answer; what is
+// still in flight at the end is cut.
 func (r *Resolver) Drain(ctx context.Context, period time.Duration) {
 	r.opts.Log.Info("draining: readiness is false, still accepting", "period", period)
 	r.drain(ctx, r.opts.Clock.After(period))
@@ -215,6 +217,16 @@ func (r *Resolver) drain(ctx context.Context, periodOver <-chan time.Time) {
 	r.state.closeArrivals()
 	// Parked requests come back through the server when their hold ends,
 	// so it must still serve until they have.
+	holdsEnd, cancel := holdsEndBefore(ctx)
+	defer cancel()
+	select {
+	case <-r.state.parked.none():
+	case <-holdsEnd:
+		r.opts.Log.Info("draining: ending the holds still waiting, with 503 and Retry-After")
+	}
+	// Holds end (ErrStopping): held HTTP requests are answered 503 with
+	// Retry-After, parked ones once back in the server, TCP closed.
+	r.state.stop()
 	select {
 	case <-r.state.parked.none():
 	case <-ctx.Done():
@@ -222,7 +234,6 @@ func (r *Resolver) drain(ctx context.Context, periodOver <-chan time.Time) {
 	if err := r.server.Shutdown(ctx); err != nil {
 		r.opts.Log.Info("drain timeout passed with requests in flight; cutting them", "err", err.Error())
 	}
-	r.state.stop()
 	r.memory.stop()
 	select {
 	case <-r.state.conns.none():
@@ -230,6 +241,19 @@ func (r *Resolver) drain(ctx context.Context, periodOver <-chan time.Time) {
 	}
 	_ = r.server.Close()
 	r.opts.Log.Info("drained")
+}
+
+// holdsEndBefore is when a drain ends the holds still waiting: a margin
+// before ctx's deadline (a quarter of what is left, at most 5 s) for their
+// answers to be written, or when ctx ends if it has no deadline.
+func holdsEndBefore(ctx context.Context) (<-chan struct{}, context.CancelFunc) {
+	dl, ok := ctx.Deadline()
+	if !ok {
+		return ctx.Done(), func() {}
+	}
+	margin := min(5*time.Second, time.Until(dl)/4)
+	hctx, cancel := context.WithDeadline(ctx, dl.Add(-margin))
+	return hctx.Done(), cancel
 }
 
 // Close stops everything at once; for tests.
