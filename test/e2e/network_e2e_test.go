@@ -58,7 +58,10 @@ func stopPrometheus(t *testing.T, e *Env) {
 
 // stayAwake checks, for d, that the demo app in ns never leaves serve mode
 // nor loses its replica, and that its triggers were evaluated as active
-// meanwhile (not merely skipped).
+// meanwhile (not merely skipped). The callers hold 100 s: the trigger's
+// 60 s window, then 40 s of the trigger measuring. (150 s until
+// 2026-12-02, shortened because this test runs alone, Prometheus being
+// stopped, and was the longest of that part of the suite.)
 func stayAwake(t *testing.T, e *Env, ns string, d time.Duration) {
 	t.Helper()
 	StableFor(t, d, time.Second, func(ctx context.Context) error {
