@@ -62,6 +62,24 @@ func (u *upload) Read(p []byte) (int, error) {
 	return n, err
 }
 
+// settled waits until the client's sending stops moving: it sent what the
+// resolver and the sockets took, and waits on the rest. It returns what
+// was sent.
+func (u *upload) settled(h *harness) int64 {
+	h.t.Helper()
+	var sent int64
+	h.eventually("the client's sending settles", func() bool {
+		s := u.sent.Load()
+		if s != sent {
+			sent = s
+			return false
+		}
+		time.Sleep(200 * time.Millisecond)
+		return u.sent.Load() == s
+	})
+	return sent
+}
+
 // heapInUse is the process's live heap after a collection.
 func heapInUse() int64 {
 	runtime.GC()
@@ -122,18 +140,7 @@ func TestHeldUploadArrivesWhole(t *testing.T) {
 			}()
 			h.eventually("the upload is held", func() bool { return h.held("web") == 1 })
 
-			// The client's sending settles: it sent what the resolver and
-			// the sockets took, and waits on the rest.
-			var sent int64
-			h.eventually("the client's sending settles", func() bool {
-				s := body.sent.Load()
-				if s != sent {
-					sent = s
-					return false
-				}
-				time.Sleep(200 * time.Millisecond)
-				return body.sent.Load() == s
-			})
+			sent := body.settled(h)
 			if tc.expect == time.Minute && sent > 0 {
 				t.Errorf("the client sent %d bytes while waiting for 100 Continue: the resolver sent it one before the wake", sent)
 			}
@@ -197,16 +204,7 @@ func TestHeldTCPUploadArrivesWhole(t *testing.T) {
 		sendErr <- err
 	}()
 	h.eventually("the connection is held", func() bool { return h.held("db") == 1 })
-	var sent int64
-	h.eventually("the client's sending settles", func() bool {
-		s := body.sent.Load()
-		if s != sent {
-			sent = s
-			return false
-		}
-		time.Sleep(200 * time.Millisecond)
-		return body.sent.Load() == s
-	})
+	sent := body.settled(h)
 	if sent >= size {
 		t.Errorf("the client sent all %d bytes while held: no backpressure", sent)
 	}
@@ -249,16 +247,7 @@ func TestHeldH2CUploadWithinItsWindow(t *testing.T) {
 		done <- result{status: resp.StatusCode, body: string(b), err: err}
 	}()
 	h.eventually("the upload is held", func() bool { return h.held("web") == 1 })
-	var sent int64
-	h.eventually("the client's sending settles", func() bool {
-		s := body.sent.Load()
-		if s != sent {
-			sent = s
-			return false
-		}
-		time.Sleep(200 * time.Millisecond)
-		return body.sent.Load() == s
-	})
+	sent := body.settled(h)
 	// The client's Transport reads one buffer of its body ahead, past what
 	// the stream's window let it send (net/http's default window: 1 MiB).
 	if sent > DefaultReadAheadBytes+64<<10 {
