@@ -120,9 +120,11 @@ func Start(opts Options) (*Env, error) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	if err := e.Apply(ctx, filepath.Join(root, "config", "admission", "trigger-threshold.yaml")); err != nil {
-		_ = env.Stop()
-		return nil, err
+	for _, policy := range []string{"trigger-threshold.yaml", "status-writers.yaml"} {
+		if err := e.Apply(ctx, filepath.Join(root, "config", "admission", policy)); err != nil {
+			_ = env.Stop()
+			return nil, err
+		}
 	}
 	return e, nil
 }

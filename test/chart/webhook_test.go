@@ -208,3 +208,48 @@ func TestTenantRoles(t *testing.T) {
 		t.Error("tenantRoles.enabled=false still renders the tenant roles")
 	}
 }
+
+// TestStatusWritersPolicy: the chart's status-writers policy lets through
+// the release's own operator ServiceAccount, not kustomize's, and binds
+// under the release's name.
+func TestStatusWritersPolicy(t *testing.T) {
+	r := render(t, "")
+	var vap admissionregistrationv1.ValidatingAdmissionPolicy
+	r.decode(t, "ValidatingAdmissionPolicy/elasti-x-status-writers", &vap)
+	if len(vap.Spec.Validations) != 1 {
+		t.Fatalf("validations = %d, want 1", len(vap.Spec.Validations))
+	}
+	expr := vap.Spec.Validations[0].Expression
+	if !strings.Contains(expr, "'system:serviceaccount:platform:elasti-x-operator'") || strings.Contains(expr, "elasti-system") {
+		t.Errorf("expression does not name the release's operator ServiceAccount: %s", expr)
+	}
+	var binding admissionregistrationv1.ValidatingAdmissionPolicyBinding
+	r.decode(t, "ValidatingAdmissionPolicyBinding/elasti-x-status-writers", &binding)
+	if binding.Spec.PolicyName != "elasti-x-status-writers" {
+		t.Errorf("binding's policyName = %q", binding.Spec.PolicyName)
+	}
+	if _, ok := render(t, "admissionPolicy.enabled=false")["ValidatingAdmissionPolicy/elasti-x-status-writers"]; ok {
+		t.Error("admissionPolicy.enabled=false still renders the status-writers policy")
+	}
+}
+
+// TestStatusWritersPolicyScoped: a namespace-scoped install's status-writers
+// policy applies in its own namespaces only, so that two such installs side
+// by side do not refuse each other's operators.
+func TestStatusWritersPolicyScoped(t *testing.T) {
+	var vap admissionregistrationv1.ValidatingAdmissionPolicy
+	render(t, "watchNamespaces={team-a,team-b}").decode(t, "ValidatingAdmissionPolicy/elasti-x-status-writers", &vap)
+	sel := vap.Spec.MatchConstraints.NamespaceSelector
+	if sel == nil || len(sel.MatchExpressions) != 1 {
+		t.Fatalf("namespaceSelector = %+v, want one expression on the namespace's name", sel)
+	}
+	got := sel.MatchExpressions[0]
+	if got.Key != "kubernetes.io/metadata.name" || got.Operator != "In" || strings.Join(got.Values, ",") != "team-a,team-b" {
+		t.Errorf("namespaceSelector expression = %+v", got)
+	}
+	var wide admissionregistrationv1.ValidatingAdmissionPolicy
+	render(t, "").decode(t, "ValidatingAdmissionPolicy/elasti-x-status-writers", &wide)
+	if wide.Spec.MatchConstraints.NamespaceSelector != nil {
+		t.Errorf("a cluster-wide install's policy is limited to %+v", wide.Spec.MatchConstraints.NamespaceSelector)
+	}
+}

@@ -93,16 +93,17 @@ func TestHelmInstall(t *testing.T) {
 	if err := e.Client.Get(ctx, client.ObjectKey{Name: "elastiservices.elasti.dev"}, crd); err != nil {
 		t.Errorf("CRD elastiservices.elasti.dev: %v", err)
 	}
-	vapName := release + "-trigger-threshold"
-	var vap admissionregistrationv1.ValidatingAdmissionPolicy
-	if err := e.Client.Get(ctx, client.ObjectKey{Name: vapName}, &vap); err != nil {
-		t.Errorf("ValidatingAdmissionPolicy %s: %v", vapName, err)
-	}
-	var binding admissionregistrationv1.ValidatingAdmissionPolicyBinding
-	if err := e.Client.Get(ctx, client.ObjectKey{Name: vapName}, &binding); err != nil {
-		t.Errorf("ValidatingAdmissionPolicyBinding %s: %v", vapName, err)
-	} else if binding.Spec.PolicyName != vapName {
-		t.Errorf("binding %s names policy %q, want %q", vapName, binding.Spec.PolicyName, vapName)
+	for _, vapName := range []string{release + "-trigger-threshold", release + "-status-writers"} {
+		var vap admissionregistrationv1.ValidatingAdmissionPolicy
+		if err := e.Client.Get(ctx, client.ObjectKey{Name: vapName}, &vap); err != nil {
+			t.Errorf("ValidatingAdmissionPolicy %s: %v", vapName, err)
+		}
+		var binding admissionregistrationv1.ValidatingAdmissionPolicyBinding
+		if err := e.Client.Get(ctx, client.ObjectKey{Name: vapName}, &binding); err != nil {
+			t.Errorf("ValidatingAdmissionPolicyBinding %s: %v", vapName, err)
+		} else if binding.Spec.PolicyName != vapName {
+			t.Errorf("binding %s names policy %q, want %q", vapName, binding.Spec.PolicyName, vapName)
+		}
 	}
 
 	// Namespace-scoped install: the operator's namespaced rules are a Role in
@@ -133,7 +134,8 @@ func TestHelmInstall(t *testing.T) {
 	}
 	uninstalled = true
 	for _, obj := range []client.Object{
-		&admissionregistrationv1.ValidatingAdmissionPolicy{ObjectMeta: metav1.ObjectMeta{Name: vapName}},
+		&admissionregistrationv1.ValidatingAdmissionPolicy{ObjectMeta: metav1.ObjectMeta{Name: release + "-trigger-threshold"}},
+		&admissionregistrationv1.ValidatingAdmissionPolicy{ObjectMeta: metav1.ObjectMeta{Name: release + "-status-writers"}},
 		&rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: operator}},
 		&rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: resolver}},
 	} {

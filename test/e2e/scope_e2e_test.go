@@ -27,8 +27,8 @@ import (
 //
 // Two operators must never reconcile the same ElastiServices, so the
 // kustomize install's operator (which watches every namespace) is scaled
-// to zero and its webhook configuration removed for the test; both are
-// re-applied afterwards.
+// to zero and its webhook configuration and status-writers policy binding
+// removed for the test; all are re-applied afterwards.
 func TestTwoNamespacedInstallsSideBySide(t *testing.T) {
 	e := Get(t)
 	e.InstallElasti(t)
@@ -87,6 +87,13 @@ func TestTwoNamespacedInstallsSideBySide(t *testing.T) {
 		if err := e.Client.Delete(ctx, vwc); err != nil && !apierrors.IsNotFound(err) {
 			t.Fatalf("delete the kustomize install's webhook configuration: %v", err)
 		}
+	}
+	// The cluster-wide install's status-writers policy applies in every
+	// namespace and lets only its own operator write status; each Helm
+	// install's policy applies in its watched namespaces only.
+	binding := &admissionregistrationv1.ValidatingAdmissionPolicyBinding{ObjectMeta: metav1.ObjectMeta{Name: "elasti-status-writers"}}
+	if err := e.Client.Delete(ctx, binding); err != nil && !apierrors.IsNotFound(err) {
+		t.Fatalf("delete the kustomize install's status-writers binding: %v", err)
 	}
 
 	const app = "demoapp"
