@@ -203,7 +203,7 @@ type TriggerMetadata struct {
 	// defaults to the operator's --prometheus-address.
 	// +optional
 	// +kubebuilder:validation:MaxLength=2048
-	// +kubebuilder:validation:XValidation:rule="self.matches('^https?://[^\\\\s/?#]+([/?#][^\\\\s]*)?$')",messageExpression="'metadata.serverAddress must be an http:// or https:// URL without spaces, such as http://prometheus.monitoring:9090; got \"' + self + '\"'"
+	// +kubebuilder:validation:XValidation:rule="self.matches('^https?://[^\\\\s/?#]+([/?#][^\\\\s]*)?$')",messageExpression="'metadata.serverAddress must be an http:// or https:// URL without spaces, such as http://prometheus.monitoring.svc:9090; got \"' + self + '\"'"
 	ServerAddress string `json:"serverAddress,omitempty"`
 
 	// Query is a prometheus trigger's PromQL expression that returns one

@@ -27,10 +27,13 @@ type options struct {
 	resolverServiceAccount  string
 	activationAudiences     []string
 	prometheusAddress       string
-	triggerTimeout          time.Duration
-	networkThreshold        float64
-	kubeletCAFile           string
-	kubeletInsecureTLS      bool
+	// triggerServers is built from --trigger-servers and
+	// --prometheus-address; the webhook's Limits share it.
+	triggerServers     *scaling.ServerPolicy
+	triggerTimeout     time.Duration
+	networkThreshold   float64
+	kubeletCAFile      string
+	kubeletInsecureTLS bool
 	// webhook.Port 0 turns the validating admission webhook off.
 	webhook admission.Config
 }
@@ -43,7 +46,8 @@ func parseFlags(fs *flag.FlagSet, args []string, getenv func(string) string, zap
 	if ns == "" {
 		ns = "elasti-system"
 	}
-	var watchNamespaces, audiences string
+	var watchNamespaces, audiences, triggerServers string
+	var maxHeldCeiling int
 	portRange := contract.DefaultPortRange()
 	fs.StringVar(&o.metricsAddr, "metrics-bind-address", ":8080", "Address of the Prometheus metrics endpoint; 0 disables it.")
 	fs.StringVar(&o.probeAddr, "health-probe-bind-address", ":8081", "Address of /healthz and /readyz.")
@@ -59,6 +63,9 @@ func parseFlags(fs *flag.FlagSet, args []string, getenv func(string) string, zap
 	fs.DurationVar(&o.controller.GracePeriod, "grace-period", o.controller.GracePeriod, "Time between writing the proxy slice and scaling to zero.")
 	fs.DurationVar(&o.controller.PollingInterval, "polling-interval", o.controller.PollingInterval, "How often an awake target's triggers are evaluated.")
 	fs.StringVar(&o.prometheusAddress, "prometheus-address", getenv("ELASTI_PROMETHEUS_ADDRESS"), "Default Prometheus URL for triggers without serverAddress (env ELASTI_PROMETHEUS_ADDRESS).")
+	fs.StringVar(&triggerServers, "trigger-servers", strings.Join(scaling.DefaultTriggerServers, ","), "Comma-separated servers prometheus triggers may query: host names, wildcards (*.svc), CIDRs, or * for any. The host of --prometheus-address is always allowed. A serverAddress off the list is refused at admission and reported ServerNotAllowed; loopback and link-local addresses are never dialed for a trigger unless a CIDR here holds them.")
+	fs.IntVar(&maxHeldCeiling, "max-held-requests-ceiling", 1000, "Highest spec.proxy.maxHeldRequests the webhook admits, so that one ElastiService cannot take a shared resolver's every slot; 0 leaves the CRD's maximum.")
+	fs.DurationVar(&o.webhook.Limits.MaxHoldTimeout, "hold-timeout-ceiling", contract.MaxHoldTimeout, "Longest spec.proxy.holdTimeout the webhook admits; 0 leaves the CRD's maximum (1h).")
 	fs.DurationVar(&o.triggerTimeout, "trigger-timeout", 10*time.Second, "Timeout of one trigger query, and of one pod scrape of a podMetrics trigger.")
 	fs.Float64Var(&o.networkThreshold, "network-threshold", scaling.DefaultNetworkThreshold, "Threshold of network triggers that name none: bytes per second received beyond the pods' probes over the cooldown period, below which a target is idle.")
 	fs.StringVar(&o.kubeletCAFile, "kubelet-ca-file", "", "CA certificate file that kubelets' serving certificates are checked against, for network triggers; empty uses the API server's CA.")
@@ -83,6 +90,15 @@ func parseFlags(fs *flag.FlagSet, args []string, getenv func(string) string, zap
 	o.controller.PortRangeStart, o.controller.PortRangeEnd = portRange.Start, portRange.End
 	o.controller.WatchNamespaces = splitList(watchNamespaces)
 	o.activationAudiences = splitList(audiences)
+	servers, err := scaling.NewServerPolicy(splitList(triggerServers), o.prometheusAddress)
+	if err != nil {
+		return o, err
+	}
+	o.triggerServers, o.webhook.Limits.TriggerServers = servers, servers
+	if maxHeldCeiling < 0 || maxHeldCeiling > 1_000_000 {
+		return o, fmt.Errorf("--max-held-requests-ceiling %d must be between 0 and 1000000", maxHeldCeiling)
+	}
+	o.webhook.Limits.MaxHeldRequests = int32(maxHeldCeiling)
 	if o.webhook.Port != 0 {
 		if err := o.webhook.Validate(); err != nil {
 			return o, fmt.Errorf("--webhook-*: %w", err)

@@ -61,9 +61,20 @@ func TestParseWebhookFlags(t *testing.T) {
 	// config/operator), so its Deployment need not pass them.
 	want := admission.Config{Port: 9443, CertDir: "/var/run/elasti/webhook", Namespace: "platform",
 		SecretName: "elasti-webhook-cert", ServiceName: "elasti-operator", ConfigurationName: "elasti-webhook",
-		CAConfigMapName: "elasti-activation-ca", ReviewAccess: true}
-	if diff := cmp.Diff(want, o.webhook); diff != "" {
+		CAConfigMapName: "elasti-activation-ca", ReviewAccess: true,
+		Limits: admission.Limits{MaxHeldRequests: 1000, MaxHoldTimeout: time.Hour}}
+	got := o.webhook
+	servers := got.Limits.TriggerServers
+	got.Limits.TriggerServers = nil
+	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("defaults (-want +got)\n%s", diff)
+	}
+	if servers == nil || servers.String() != "*.svc,*.svc.cluster.local" || servers != o.triggerServers {
+		t.Errorf("--trigger-servers default: webhook has %v, evaluator %v; want the same *.svc,*.svc.cluster.local", servers, o.triggerServers)
+	}
+	if o, err := parse("--trigger-servers=*", "--max-held-requests-ceiling=0", "--hold-timeout-ceiling=5m"); err != nil ||
+		o.triggerServers.String() != "*" || o.webhook.Limits.MaxHeldRequests != 0 || o.webhook.Limits.MaxHoldTimeout != 5*time.Minute {
+		t.Errorf("limits set by flags: %+v, %v", o.webhook.Limits, err)
 	}
 	if o, err := parse("--admission-access-review=false"); err != nil || o.webhook.ReviewAccess {
 		t.Errorf("--admission-access-review=false: %+v, %v; want the access review off", o.webhook, err)
@@ -71,7 +82,8 @@ func TestParseWebhookFlags(t *testing.T) {
 	if o, err := parse("--webhook-port=0", "--webhook-secret="); err != nil || o.webhook.Port != 0 {
 		t.Errorf("--webhook-port=0 turns the webhook off, its other flags unchecked: %+v, %v", o.webhook, err)
 	}
-	for _, bad := range [][]string{{"--webhook-port=70000"}, {"--webhook-secret="}, {"--webhook-cert-dir="}, {"--webhook-configuration="}} {
+	for _, bad := range [][]string{{"--webhook-port=70000"}, {"--webhook-secret="}, {"--webhook-cert-dir="}, {"--webhook-configuration="},
+		{"--trigger-servers=10.0.0.0/40"}, {"--max-held-requests-ceiling=-1"}} {
 		if _, err := parse(bad...); err == nil {
 			t.Errorf("%v accepted", bad)
 		}

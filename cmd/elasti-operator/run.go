@@ -57,7 +57,8 @@ func run(ctx context.Context, o options, log logr.Logger) error {
 		Triggers: &scaling.Evaluator{
 			Secrets: live, Endpoints: live, Pods: live,
 			Kubelets:             &scaling.KubeletSummaries{Nodes: live, Transport: kubelets},
-			DefaultServerAddress: o.prometheusAddress, Timeout: o.triggerTimeout, NetworkThreshold: o.networkThreshold,
+			DefaultServerAddress: o.prometheusAddress, Servers: o.triggerServers,
+			Timeout: o.triggerTimeout, NetworkThreshold: o.networkThreshold,
 		},
 	})
 	if err != nil {

@@ -54,6 +54,9 @@ type Config struct {
 	// everything it makes the operator do (AccessReview). On unless a
 	// cluster admin turns it off.
 	ReviewAccess bool
+	// Limits bound what one ElastiService may ask of the shared operator
+	// and resolvers.
+	Limits Limits
 }
 
 // Validate reports a Config that cannot work.
@@ -142,7 +145,7 @@ func Setup(mgr ctrl.Manager, cfg Config) (*Serving, error) {
 		}
 	}
 	srv := webhook.NewServer(webhook.Options{Port: cfg.Port, CertDir: cfg.CertDir})
-	v := Validator{}
+	v := Validator{Limits: cfg.Limits}
 	if cfg.ReviewAccess {
 		v.Access = &AccessReview{Client: mgr.GetClient(), Mapper: mgr.GetRESTMapper()}
 	}

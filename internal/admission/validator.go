@@ -15,10 +15,12 @@ import (
 )
 
 // Validator answers the API server's admission reviews of ElastiServices
-// with Check, then, if Access is set, with the access review of everything
-// the ElastiService makes the operator do (access.go).
+// with Check and the cluster admin's Limits, then, if Access is set, with
+// the access review of everything the ElastiService makes the operator do
+// (access.go).
 type Validator struct {
 	Access *AccessReview
+	Limits Limits
 }
 
 var _ ctrladmission.Validator[*elastiv1alpha1.ElastiService] = Validator{}
@@ -30,7 +32,8 @@ func (v Validator) ValidateCreate(ctx context.Context, es *elastiv1alpha1.Elasti
 }
 
 func (v Validator) validate(ctx context.Context, es *elastiv1alpha1.ElastiService) error {
-	if err := invalid(es, Check(es)); err != nil || v.Access == nil {
+	errs := append(Check(es), v.Limits.check(&es.Spec, field.NewPath("spec"))...)
+	if err := invalid(es, errs); err != nil || v.Access == nil {
 		return err
 	}
 	req, err := ctrladmission.RequestFromContext(ctx)

@@ -35,6 +35,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	elastiv1alpha1 "elasti.dev/elasti/api/v1alpha1"
+	"elasti.dev/elasti/internal/scaling"
 	"elasti.dev/elasti/internal/testenv"
 	"elasti.dev/elasti/internal/testenv/estest"
 )
@@ -114,7 +115,7 @@ func TestWebhook(t *testing.T) {
 	certDir := t.TempDir()
 	serving, err := Setup(mgr, Config{Port: port, CertDir: certDir, Namespace: operatorNS, SecretName: secretName,
 		ServiceName: service, ConfigurationName: vwc.Name, ExtraDNSNames: []string{"localhost"}, CAConfigMapName: caConfigMapName,
-		ReviewAccess: true})
+		ReviewAccess: true, Limits: limits(t)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -213,6 +214,43 @@ func TestWebhook(t *testing.T) {
 		}
 		if err := createThroughWebhook(ctx, c, estest.New(appsNS, "admin-web")); err != nil {
 			t.Errorf("the same ElastiService from an admin: %v", err)
+		}
+	})
+
+	t.Run("the cluster admin's limits", func(t *testing.T) {
+		for _, tc := range []struct {
+			name string
+			opt  estest.Option
+			want string
+		}{
+			{"on-the-list", estest.Prometheus("http://prometheus.monitoring.svc:9090", "vector(0)", "1"), ""},
+			{"within-ceilings", func(es *elastiv1alpha1.ElastiService) {
+				es.Spec.Proxy = &elastiv1alpha1.ProxySpec{MaxHeldRequests: 100, HoldTimeout: "10m"}
+			}, ""},
+			{"off-the-list", estest.Prometheus("http://attacker.example.com", "vector(0)", "1"),
+				`spec.triggers[0].metadata.serverAddress: attacker.example.com is not on the operator's --trigger-servers (*.svc,*.svc.cluster.local)`},
+			{"metadata-server", estest.Prometheus("http://169.254.169.254/latest", "vector(0)", "1"),
+				`spec.triggers[0].metadata.serverAddress: 169.254.169.254 is not on the operator's --trigger-servers`},
+			{"too-many-held", func(es *elastiv1alpha1.ElastiService) {
+				es.Spec.Proxy = &elastiv1alpha1.ProxySpec{MaxHeldRequests: 5000}
+			},
+				`spec.proxy.maxHeldRequests: 5000 is above 100, the most one ElastiService may hold per resolver in this cluster (operator --max-held-requests-ceiling)`},
+			{"too-long-hold", func(es *elastiv1alpha1.ElastiService) { es.Spec.Proxy = &elastiv1alpha1.ProxySpec{HoldTimeout: "45m"} },
+				`spec.proxy.holdTimeout: 45m is longer than 30m0s, the longest hold in this cluster (operator --hold-timeout-ceiling)`},
+		} {
+			err := createThroughWebhook(ctx, c, estest.New(appsNS, "limits-"+tc.name, tc.opt))
+			if tc.want == "" {
+				if err != nil {
+					t.Errorf("%s refused: %v", tc.name, err)
+				}
+				continue
+			}
+			if !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("%s:\n got %v\nwant an Invalid error containing %s", tc.name, err, tc.want)
+			}
+			if err := c.Get(ctx, client.ObjectKey{Namespace: appsNS, Name: "limits-" + tc.name}, &elastiv1alpha1.ElastiService{}); !apierrors.IsNotFound(err) {
+				t.Errorf("%s: the refused ElastiService exists (%v)", tc.name, err)
+			}
 		}
 	})
 
@@ -487,4 +525,16 @@ func createThroughWebhook(ctx context.Context, c client.Client, es *elastiv1alph
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
+}
+
+// limits are the cluster admin's limits TestWebhook serves with: the
+// default --trigger-servers, and ceilings below the defaults so that the
+// test shows them set.
+func limits(t *testing.T) Limits {
+	t.Helper()
+	servers, err := scaling.NewServerPolicy(scaling.DefaultTriggerServers, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return Limits{TriggerServers: servers, MaxHeldRequests: 100, MaxHoldTimeout: 30 * time.Minute}
 }

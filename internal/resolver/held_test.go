@@ -283,9 +283,14 @@ func TestHeldTCPClientGoneIsNeverDialed(t *testing.T) {
 			}
 			queued := false
 			if rest, ok := strings.CutPrefix(how, "past the bound, then "); ok {
-				// Far more than the bound and the socket buffers: the
-				// write blocks until the client leaves.
-				go func() { _, _ = c.Write(bytes.Repeat([]byte("z"), 8<<20)) }()
+				// Far more than the read-ahead bound, so that the close
+				// queues behind unread data; less than half of
+				// park.MaxBacklog, so that the drain at release reaches
+				// the close. (8 MiB, as before, could outgrow the drain's
+				// bound once loopback's autotuned buffers held most of it,
+				// and the connection was then dialed: seen on a busy
+				// machine.)
+				go func() { _, _ = c.Write(bytes.Repeat([]byte("z"), park.MaxBacklog/2)) }()
 				time.Sleep(100 * time.Millisecond)
 				how, queued = rest, rest == "close"
 			}

@@ -31,6 +31,9 @@ const (
 	// ReasonPrometheusUnauthorized: the server, or a proxy in front of it,
 	// answered 401 or 403 (no credentials, or ones it refuses).
 	ReasonPrometheusUnauthorized = "PrometheusUnauthorized"
+	// ReasonServerNotAllowed: the serverAddress is not on the operator's
+	// --trigger-servers, or resolves to an address no trigger may reach.
+	ReasonServerNotAllowed = "ServerNotAllowed"
 )
 
 // Errors a Prometheus query can end in. Each maps to a condition reason.
@@ -58,12 +61,18 @@ func (e *Evaluator) evaluatePrometheus(ctx context.Context, es *elastiv1alpha1.E
 	if q.address == "" {
 		return unhealthy(ReasonNoServerAddress, "no metadata.serverAddress and no operator --prometheus-address")
 	}
+	rt, timeout := e.transport(), e.timeout()
+	if e.Servers != nil && !e.Servers.Trusted(q.address) {
+		if err := e.Servers.Check(q.address); err != nil {
+			return unhealthy(ReasonServerNotAllowed, "metadata.serverAddress: "+err.Error())
+		}
+		rt = e.Servers.Transport()
+	}
 	creds, res := readCredentials(ctx, e.Secrets, es.Namespace, md)
 	if res != nil {
 		return *res
 	}
 	q.creds = creds
-	rt, timeout := e.transport(), e.timeout()
 	if md.UptimeFilter != "" {
 		up := q
 		up.query = uptimeQuery(md.UptimeFilter, time.Duration(es.Spec.CooldownPeriod)*time.Second)
@@ -268,6 +277,10 @@ func fromQueryError(err error) Result {
 	var apiErr *promv1.Error
 	var statusErr *httpStatusError
 	switch {
+	case errors.Is(err, ErrServerNotAllowed) || strings.Contains(err.Error(), ErrServerNotAllowed.Error()):
+		// The dial was refused (ServerPolicy.Transport); Prometheus's
+		// client keeps only the error's text.
+		return unhealthy(ReasonServerNotAllowed, "metadata.serverAddress resolves to a loopback, link-local or unspecified address, which a trigger may not reach unless a --trigger-servers CIDR holds it")
 	case errors.As(err, &statusErr) && statusErr.unauthorized():
 		return unhealthy(ReasonPrometheusUnauthorized, statusErr.Error())
 	case errors.As(err, &statusErr):

@@ -62,6 +62,10 @@ type Evaluator struct {
 	// DefaultServerAddress is used when a prometheus trigger has no
 	// serverAddress.
 	DefaultServerAddress string
+	// Servers is the cluster admin's list of servers prometheus triggers
+	// may query (--trigger-servers); nil allows any (tests of other
+	// behaviour).
+	Servers *ServerPolicy
 	// Timeout bounds each query, and each pod's scrape.
 	Timeout time.Duration
 	// Transport carries the queries and scrapes; nil means
