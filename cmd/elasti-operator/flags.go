@@ -6,12 +6,14 @@ import (
 	"strings"
 	"time"
 
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	"elasti.dev/elasti/internal/activation"
 	"elasti.dev/elasti/internal/admission"
 	"elasti.dev/elasti/internal/contract"
 	"elasti.dev/elasti/internal/controller"
+	"elasti.dev/elasti/internal/controller/ports"
 	"elasti.dev/elasti/internal/scaling"
 )
 
@@ -88,6 +90,7 @@ func parseFlags(fs *flag.FlagSet, args []string, getenv func(string) string, zap
 		return o, err
 	}
 	o.controller.PortRangeStart, o.controller.PortRangeEnd = portRange.Start, portRange.End
+	o.controller.QuarantineRecord = types.NamespacedName{Namespace: ns, Name: ports.QuarantineRecordName}
 	o.controller.WatchNamespaces = splitList(watchNamespaces)
 	o.activationAudiences = splitList(audiences)
 	servers, err := scaling.NewServerPolicy(splitList(triggerServers), o.prometheusAddress)

@@ -2,6 +2,7 @@ package controller
 
 import (
 	"fmt"
+	"k8s.io/apimachinery/pkg/types"
 	"time"
 
 	"k8s.io/utils/clock"
@@ -22,6 +23,10 @@ type Config struct {
 	// ingress and mesh has dropped the proxy slice that still routed the
 	// old Service's traffic to it. Zero turns the quarantine off.
 	PortQuarantine time.Duration
+	// QuarantineRecord is the ConfigMap (in the operator's namespace) that
+	// keeps the quarantine across restarts and leader changes; the zero
+	// value keeps it in memory only.
+	QuarantineRecord types.NamespacedName
 	// GracePeriod is how long the proxy slice is in place before the target
 	// is scaled to zero, so that data planes converge.
 	GracePeriod time.Duration

@@ -106,6 +106,11 @@ func (r *Reconciler) release(ctx context.Context, es *elastiv1alpha1.ElastiServi
 	if err := proxyslices.Remove(ctx, r.client, es); err != nil {
 		return ctrl.Result{}, err
 	}
+	// Its ports go into the persisted quarantine before the finalizer
+	// goes: after that, nothing else records that it held them.
+	if err := r.ports.Retire(ctx, es); err != nil {
+		return ctrl.Result{}, err
+	}
 	orig := es.DeepCopy()
 	controllerutil.RemoveFinalizer(es, contract.Finalizer)
 	if err := r.client.Patch(ctx, es, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{})); client.IgnoreNotFound(err) != nil {

@@ -66,6 +66,9 @@ type operator struct {
 	ns, resolverNS string
 	waker          *wakecalls.Waker
 	mgr            ctrl.Manager
+	// stop stops the manager and waits for it; the test's cleanup calls it
+	// too.
+	stop func()
 }
 
 type operatorOptions struct {
@@ -150,7 +153,9 @@ func startOperator(t *testing.T, o operatorOptions) *operator {
 			t.Errorf("manager: %v", err)
 		}
 	}()
-	t.Cleanup(func() { cancel(); wg.Wait() })
+	var once sync.Once
+	op.stop = func() { once.Do(func() { cancel(); wg.Wait() }) }
+	t.Cleanup(op.stop)
 	return op
 }
 

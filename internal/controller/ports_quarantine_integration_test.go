@@ -11,6 +11,7 @@ import (
 	"io"
 	"net/http"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -28,6 +29,7 @@ import (
 	elastiv1alpha1 "elasti.dev/elasti/api/v1alpha1"
 	"elasti.dev/elasti/internal/contract"
 	"elasti.dev/elasti/internal/controller/plan"
+	"elasti.dev/elasti/internal/controller/ports"
 	"elasti.dev/elasti/internal/scaling"
 )
 
@@ -78,6 +80,67 @@ func TestFreedPortNotReusedAtOnce(t *testing.T) {
 		t.Errorf("Ready message %q does not mention the quarantine", c.Message)
 	}
 	never(t, 2*time.Second, "d keeps waiting", wantPorts(op.ns, "d", 0))
+}
+
+// TestQuarantineSurvivesRestart: a port freed just before the operator
+// stops stays in quarantine for the next operator, which has no memory of
+// it: the quarantine is in the ConfigMap elasti-port-quarantine, written
+// before the freed port's ElastiService lost its finalizer. With a range of
+// two ports, the new operator gives b the other port and makes c wait,
+// rather than hand c the port a lagging data plane may still route to a's
+// Service. Before the fix the quarantine lived only in memory and c got it.
+func TestQuarantineSurvivesRestart(t *testing.T) {
+	var record types.NamespacedName
+	rangeAndRecord := func(c *Config) {
+		c.PortRangeStart, c.PortRangeEnd = 24100, 24101
+		c.PortQuarantine = time.Hour
+		c.PollingInterval = time.Hour
+		if record.Name == "" {
+			record = types.NamespacedName{Namespace: c.ResolverNamespace, Name: ports.QuarantineRecordName}
+		}
+		c.QuarantineRecord = record
+	}
+	first := startOperator(t, operatorOptions{triggers: newFakeTriggers(scaling.StateActive), cfg: rangeAndRecord})
+	noTriggers := func(es *elastiv1alpha1.ElastiService) { es.Spec.Triggers = nil }
+	for _, name := range []string{"a", "b", "c"} {
+		createService(t, first.ns, name)
+	}
+	createES(t, first.ns, "a", "a", "a", noTriggers)
+	eventually(t, wait, "a has a port", wantPorts(first.ns, "a", 1))
+	freed := getES(t, first.ns, "a").Status.ProxyPorts[0].ResolverPort
+	if err := k8s.Delete(context.Background(), getES(t, first.ns, "a")); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, wait, "a gone", func() error {
+		err := k8s.Get(context.Background(), types.NamespacedName{Namespace: first.ns, Name: "a"}, &elastiv1alpha1.ElastiService{})
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		return fmt.Errorf("a is still there (%v)", err)
+	})
+	cm := &corev1.ConfigMap{}
+	if err := k8s.Get(context.Background(), record, cm); err != nil {
+		t.Fatalf("the quarantine record: %v", err)
+	}
+	if _, ok := cm.Data[strconv.Itoa(int(freed))]; !ok {
+		t.Fatalf("the quarantine record %v lacks port %d", cm.Data, freed)
+	}
+	first.stop()
+
+	// A new operator, with nothing in memory, for the same namespace.
+	startOperator(t, operatorOptions{triggers: newFakeTriggers(scaling.StateActive), cfg: func(c *Config) {
+		rangeAndRecord(c)
+		c.WatchNamespaces = []string{first.ns}
+	}})
+	createES(t, first.ns, "b", "b", "b", noTriggers)
+	eventually(t, wait, "b has a port", wantPorts(first.ns, "b", 1))
+	if got := getES(t, first.ns, "b").Status.ProxyPorts[0].ResolverPort; got == freed {
+		t.Fatalf("b got port %d, freed by a before the restart", got)
+	}
+	createES(t, first.ns, "c", "c", "c", noTriggers)
+	eventually(t, wait, "c waits: the only free port is quarantined",
+		wantCondition(first.ns, "c", elastiv1alpha1.ConditionReady, metav1.ConditionFalse, plan.ReasonPortsExhausted))
+	never(t, 2*time.Second, "c keeps waiting", wantPorts(first.ns, "c", 0))
 }
 
 func readyCondition(t *testing.T, ns, name string) metav1.Condition {

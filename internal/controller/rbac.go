@@ -25,6 +25,11 @@ package controller
 //
 // There is no Secret rule: a trigger's authSecretRef is read only if the
 // namespace owner grants the operator get on that one Secret by name.
+//
+// One ConfigMap in the operator's own namespace, elasti-port-quarantine,
+// keeps the freed resolver ports across restarts (ports.QuarantineRecord):
+// get and update on it by name, and create, which cannot be narrowed to a
+// name.
 
 // +kubebuilder:rbac:groups=elasti.dev,resources=elastiservices,verbs=get;list;watch;update;patch
 // +kubebuilder:rbac:groups=elasti.dev,resources=elastiservices/status,verbs=get;update;patch
@@ -36,6 +41,8 @@ package controller
 // +kubebuilder:rbac:groups="",resources=nodes,verbs=get
 // +kubebuilder:rbac:groups="",resources=nodes/stats,verbs=get
 // +kubebuilder:rbac:groups=coordination.k8s.io,resources=leases,verbs=get;list;watch;create;update;patch;delete,namespace=elasti-system
+// +kubebuilder:rbac:groups="",resources=configmaps,verbs=create,namespace=elasti-system
+// +kubebuilder:rbac:groups="",resources=configmaps,verbs=get;update,resourceNames=elasti-port-quarantine,namespace=elasti-system
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 // +kubebuilder:rbac:groups="",resources=events,verbs=create;patch;get;list
 // +kubebuilder:rbac:groups=apps,resources=deployments;statefulsets;replicasets,verbs=get;list;watch

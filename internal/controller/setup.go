@@ -83,6 +83,10 @@ func Setup(ctx context.Context, mgr ctrl.Manager, cfg Config, deps Deps) (*wakec
 	}
 
 	recorder := mgr.GetEventRecorder("elasti-operator")
+	var record *ports.QuarantineRecord
+	if cfg.QuarantineRecord.Name != "" {
+		record = &ports.QuarantineRecord{Reader: live, Writer: mgr.GetClient(), Key: cfg.QuarantineRecord}
+	}
 	r := &Reconciler{
 		client:   mgr.GetClient(),
 		target:   &scaletarget.Control{Scaler: deps.Scaler, Autoscalers: deps.Autoscalers, Recorder: recorder, Client: mgr.GetClient()},
@@ -94,6 +98,7 @@ func Setup(ctx context.Context, mgr ctrl.Manager, cfg Config, deps Deps) (*wakec
 		ports: ports.NewAllocator(cfg.PortRangeStart, cfg.PortRangeEnd, ports.CacheHolders(mgr.GetClient()), ports.ReusePolicy{
 			Quarantine: cfg.PortQuarantine, Clock: timers, InUse: ports.CacheInUse(mgr.GetClient()), RandN: rand.IntN,
 			Reserved: func(n int) { resolverPortsAllocated.Set(float64(n)) },
+			Record:   record,
 		}),
 		wakes: wakecalls.NewRequests(),
 	}

@@ -84,6 +84,9 @@ type Allocator struct {
 	// next is the port a new allocation tries first; 0 until this process
 	// first needs one.
 	next int32
+	// recordRead: the persisted quarantine (policy.Record) has been read
+	// into freedAt; it is read before this process first hands out a port.
+	recordRead bool
 	quarantineState
 
 	// events carries the waiters to reconcile again; the controller
@@ -107,6 +110,9 @@ type ReusePolicy struct {
 	// every change, under the allocator's lock (the operator's
 	// elasti_operator_resolver_ports_allocated gauge); nil tells no one.
 	Reserved func(n int)
+	// Record keeps the quarantine in the API server, for the next
+	// operator; nil keeps it in memory only.
+	Record *QuarantineRecord
 }
 
 // newPortAllocator returns an allocator without quarantine whose cursor
@@ -217,9 +223,71 @@ func (a *Allocator) Allocate(ctx context.Context, es *elastiv1alpha1.ElastiServi
 	delete(a.waiting, key)
 	dropped := droppedPorts(es.Status.ProxyPorts, out)
 	dropped = append(dropped, droppedPorts(a.byKey[key], out)...)
+	// Recorded before the status that lets go of them is written.
+	if err := a.recordLocked(ctx, dropped, now); err != nil {
+		return nil, err
+	}
 	a.setLocked(key, out)
 	a.freeLocked(dropped, now)
 	return out, nil
+}
+
+// Retire records in the persisted quarantine every port es holds, before
+// es lets go of them (its finalizer removed): a new operator must not hand
+// them out before their quarantine is over. Without a record or a
+// quarantine it does nothing.
+func (a *Allocator) Retire(ctx context.Context, es *elastiv1alpha1.ElastiService) error {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	var held []int32
+	for _, p := range es.Status.ProxyPorts {
+		held = append(held, p.ResolverPort)
+	}
+	for _, p := range a.byKey[client.ObjectKeyFromObject(es)] {
+		held = append(held, p.ResolverPort)
+	}
+	return a.recordLocked(ctx, held, a.policy.Clock.Now())
+}
+
+// recordLocked writes the ports of the range among freed to the persisted
+// quarantine.
+func (a *Allocator) recordLocked(ctx context.Context, freed []int32, now time.Time) error {
+	if a.policy.Record == nil || a.policy.Quarantine == 0 {
+		return nil
+	}
+	var ports []int32
+	for _, p := range freed {
+		if p >= a.start && p <= a.end {
+			ports = append(ports, p)
+		}
+	}
+	if len(ports) == 0 {
+		return nil
+	}
+	return a.policy.Record.add(ctx, ports, now, a.policy.Quarantine)
+}
+
+// readRecordLocked merges the persisted quarantine into freedAt, once per
+// process, before the first port is handed out: what an earlier operator
+// freed stays in quarantine across the restart.
+func (a *Allocator) readRecordLocked(ctx context.Context) error {
+	if a.recordRead || a.policy.Record == nil || a.policy.Quarantine == 0 {
+		return nil
+	}
+	freed, err := a.policy.Record.load(ctx)
+	if err != nil {
+		return err
+	}
+	for p, t := range freed {
+		if p < a.start || p > a.end {
+			continue
+		}
+		if cur, ok := a.freedAt[p]; !ok || t.After(cur) {
+			a.freedAt[p] = t
+		}
+	}
+	a.recordRead = true
+	return nil
 }
 
 // Release frees every port reserved for key, for an ElastiService that is
@@ -301,6 +369,9 @@ func (a *Allocator) reportReservedLocked() {
 // were taken (the churn of short-lived ElastiServices) are the last to be
 // reused, and the ports ahead are those left unused longest.
 func (a *Allocator) nextFree(ctx context.Context, es *elastiv1alpha1.ElastiService, inUse map[int32]bool, now time.Time) (int32, error) {
+	if err := a.readRecordLocked(ctx); err != nil {
+		return 0, err
+	}
 	if a.next == 0 {
 		if err := a.startCursorLocked(ctx, now); err != nil {
 			return 0, err

@@ -6,9 +6,11 @@
 // quarantine.go, fed by the ElastiService informer through StatusHandler),
 // and which ElastiServices waiting for a port to reconcile again (Events).
 //
-// It writes nothing to the API server: the durable record is every
-// ElastiService's status.proxyPorts, which the reconciler writes and the
-// allocator reads back through the cache (CacheHolders, CacheInUse). What it
-// keeps in memory (reservations not yet in the cache, the quarantine, the
-// cursor) only keeps ports apart sooner; see docs/architecture.md.
+// The durable record of who holds a port is every ElastiService's
+// status.proxyPorts, which the reconciler writes and the allocator reads
+// back through the cache (CacheHolders, CacheInUse). The quarantine is kept
+// in memory and, when a QuarantineRecord is set, in a ConfigMap that a new
+// operator reads before it hands out a port (record.go). Reservations not
+// yet in the cache and the cursor only keep ports apart sooner; see
+// docs/architecture.md.
 package ports

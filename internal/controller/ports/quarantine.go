@@ -13,8 +13,9 @@ import (
 // quarantineState is the allocator's memory of freed ports. It lives in the
 // process, on every replica: the informer's notifications reach followers
 // too, so a standby that becomes leader already knows what was freed while
-// it stood by. A process that starts afresh knows nothing freed before it
-// started; its cursor (startCursorLocked) is the fallback then.
+// it stood by. A process that starts afresh reads what was freed before it
+// started from the QuarantineRecord, if there is one; its cursor
+// (startCursorLocked) is the fallback when there is none.
 type quarantineState struct {
 	// freedAt is when each port in quarantine was freed. An entry whose
 	// quarantine is over is dropped when next looked at.
