@@ -2,9 +2,9 @@ package controller
 
 import (
 	"fmt"
-	"k8s.io/apimachinery/pkg/types"
 	"time"
 
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/clock"
 
 	"elasti.dev/elasti/internal/contract"

@@ -116,7 +116,7 @@ func TestQuarantineSurvivesRestart(t *testing.T) {
 		if apierrors.IsNotFound(err) {
 			return nil
 		}
-		return fmt.Errorf("a is still there (%v)", err)
+		return fmt.Errorf("a is still there (%w)", err)
 	})
 	cm := &corev1.ConfigMap{}
 	if err := k8s.Get(context.Background(), record, cm); err != nil {
