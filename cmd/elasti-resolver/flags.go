@@ -51,6 +51,7 @@ func parseFlags(fs *flag.FlagSet, args []string, zapOpts *zap.Options) (config, 
 	fs.IntVar(&o.Memory.ReturnAtPeak, "memory-return-peak", resolver.DefaultReturnMemoryAtPeak, "Once this many requests and connections were held at once on this replica, the heap they used is returned to the OS when the hold queue has been empty for --memory-return-after.")
 	fs.DurationVar(&o.Memory.ReturnAfter, "memory-return-after", resolver.DefaultReturnMemoryAfter, "How long the hold queue stays empty after a hold of --memory-return-peak or more before the free heap is returned to the OS.")
 	fs.DurationVar(&o.Upstream.DialTimeout, "dial-timeout", resolver.DefaultDialTimeout, "Timeout of one TCP connect to a pod.")
+	fs.StringVar(&o.HTTP.ClusterDomain, "cluster-domain", resolver.DefaultClusterDomain, "The cluster's DNS domain: a request whose Host names another Service (<name>.<namespace>.svc.<domain>, <name>.<namespace>, <name>) than the one its port leads to gets 421.")
 	fs.DurationVar(&o.HTTP.ReadHeaderTimeout, "read-header-timeout", resolver.DefaultReadHeaderTimeout, "Time a client has to send request headers.")
 	fs.DurationVar(&o.HTTP.IdleTimeout, "idle-timeout", resolver.DefaultIdleTimeout, "Idle keep-alive timeout of client connections.")
 	fs.IntVar(&o.HTTP.MaxHeaderBytes, "max-header-bytes", resolver.DefaultMaxHeaderBytes, "Largest request header block accepted.")

@@ -31,17 +31,17 @@ import (
 // requests are classified against them too (staticresponse.go).
 func FuzzHTTPEntry(f *testing.F) {
 	for _, seed := range []string{
-		"GET / HTTP/1.1\r\nHost: web\r\n\r\n",
-		"POST /x HTTP/1.1\r\nHost: web\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\n",
-		"GET /ws HTTP/1.1\r\nHost: web\r\nConnection: Upgrade\r\nUpgrade: websocket\r\nSec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n",
+		"GET / HTTP/1.1\r\nHost: websvc\r\n\r\n",
+		"POST /x HTTP/1.1\r\nHost: websvc\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\n",
+		"GET /ws HTTP/1.1\r\nHost: websvc\r\nConnection: Upgrade\r\nUpgrade: websocket\r\nSec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n",
 		"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n\x00\x00\x00\x04\x00\x00\x00\x00\x00",
 		"GET http://169.254.169.254/latest HTTP/1.1\r\nHost: 169.254.169.254\r\n\r\n",
 		"CONNECT 10.0.0.1:22 HTTP/1.1\r\n\r\n",
 		"GET / HTTP/1.1\r\nHost: a\r\nContent-Length: 5\r\nContent-Length: 6\r\n\r\nhello",
 		"\x16\x03\x01\x00\xa5\x01\x00\x00\xa1\x03\x03",
 		"",
-		"GET /healthz?probe&kind=a%zz HTTP/1.1\r\nHost: web\r\nuser-agent: kube-probe/1.37\r\n\r\nHEAD /healthz HTTP/1.1\r\nHost: web\r\nUser-Agent: x UptimeRobot\r\n\r\n",
-		"POST /hook HTTP/1.1\r\nHost: web\r\nContent-Length: 5\r\n\r\nhelloPOST /hook HTTP/1.1\r\nHost: web\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n",
+		"GET /healthz?probe&kind=a%zz HTTP/1.1\r\nHost: websvc\r\nuser-agent: kube-probe/1.37\r\n\r\nHEAD /healthz HTTP/1.1\r\nHost: websvc\r\nUser-Agent: x UptimeRobot\r\n\r\n",
+		"POST /hook HTTP/1.1\r\nHost: websvc\r\nContent-Length: 5\r\n\r\nhelloPOST /hook HTTP/1.1\r\nHost: websvc\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n",
 	} {
 		f.Add([]byte(seed))
 	}

@@ -52,7 +52,7 @@ func probe(t *testing.T, h *harness) {
 func TestHeldHTTP1ClientGoneIsNeverForwarded(t *testing.T) {
 	const bound = 1024
 	post := func(hdr string, length int) string {
-		return fmt.Sprintf("POST /charge HTTP/1.1\r\nHost: web\r\n%sContent-Length: %d\r\n\r\n", hdr, length)
+		return fmt.Sprintf("POST /charge HTTP/1.1\r\nHost: websvc\r\n%sContent-Length: %d\r\n\r\n", hdr, length)
 	}
 	past := strings.Repeat("p", 1<<20) // far past the bound and the socket buffers
 	whole := strings.Repeat("w", 64<<10)
@@ -70,7 +70,7 @@ func TestHeldHTTP1ClientGoneIsNeverForwarded(t *testing.T) {
 	}{
 		{name: "POST with a complete body, then close", raw: post("", 11) + "amount=1234", leave: "close"},
 		{name: "POST with a complete body, then reset", raw: post("", 11) + "amount=1234", leave: "reset"},
-		{name: "chunked POST, then close", raw: "POST /charge HTTP/1.1\r\nHost: web\r\nTransfer-Encoding: chunked\r\n\r\nb\r\namount=1234\r\n0\r\n\r\n", leave: "close"},
+		{name: "chunked POST, then close", raw: "POST /charge HTTP/1.1\r\nHost: websvc\r\nTransfer-Encoding: chunked\r\n\r\nb\r\namount=1234\r\n0\r\n\r\n", leave: "close"},
 		{name: "POST cut short, then close", raw: post("", 100) + "amount=", leave: "close"},
 		{name: "POST at the bound, then close", raw: post("", len(past)) + past[:bound], leave: "close"},
 		{name: "POST past the bound, then close", raw: post("", len(past)), more: past, leave: "close"},
@@ -78,15 +78,15 @@ func TestHeldHTTP1ClientGoneIsNeverForwarded(t *testing.T) {
 		// behind bytes the resolver has not read, and the pod could get a
 		// whole request if the resolver did not watch the body's end.
 		{name: "POST past the bound, all of it sent, then close", raw: post("", len(whole)) + whole, leave: "close", queued: true},
-		{name: "chunked POST past the bound, all of it sent, then close", raw: "POST /charge HTTP/1.1\r\nHost: web\r\nTransfer-Encoding: chunked\r\n\r\n" + fmt.Sprintf("%x\r\n%s\r\n0\r\n\r\n", len(whole), whole), leave: "close", queued: true},
+		{name: "chunked POST past the bound, all of it sent, then close", raw: "POST /charge HTTP/1.1\r\nHost: websvc\r\nTransfer-Encoding: chunked\r\n\r\n" + fmt.Sprintf("%x\r\n%s\r\n0\r\n\r\n", len(whole), whole), leave: "close", queued: true},
 		{name: "POST past the bound, then reset", raw: post("", len(past)), more: past, leave: "reset"},
 		{name: "POST waiting for 100 Continue, then close", raw: post("Expect: 100-continue\r\n", len(past)), leave: "close"},
 		{name: "POST that stops waiting for 100 Continue, then close", raw: post("Expect: 100-continue\r\n", len(past)), more: past, leave: "close"},
-		{name: "GET, then close", raw: "GET /charge HTTP/1.1\r\nHost: web\r\n\r\n", leave: "close"},
-		{name: "GET, then reset", raw: "GET /charge HTTP/1.1\r\nHost: web\r\n\r\n", leave: "reset"},
-		{name: "GET, a stray CRLF, then close", raw: "GET /charge HTTP/1.1\r\nHost: web\r\n\r\n", afterHeld: "\r\n", leave: "close"},
-		{name: "GET, a pipelined GET, then close", raw: "GET /charge HTTP/1.1\r\nHost: web\r\n\r\n", afterHeld: "GET /again HTTP/1.1\r\nHost: web\r\n\r\n", leave: "close"},
-		{name: "GET held in its handler, a stray CRLF, then close", raw: "GET /charge HTTP/1.1\r\nHost: web\r\n\r\n", afterHeld: "\r\n", leave: "close", inHandler: true},
+		{name: "GET, then close", raw: "GET /charge HTTP/1.1\r\nHost: websvc\r\n\r\n", leave: "close"},
+		{name: "GET, then reset", raw: "GET /charge HTTP/1.1\r\nHost: websvc\r\n\r\n", leave: "reset"},
+		{name: "GET, a stray CRLF, then close", raw: "GET /charge HTTP/1.1\r\nHost: websvc\r\n\r\n", afterHeld: "\r\n", leave: "close"},
+		{name: "GET, a pipelined GET, then close", raw: "GET /charge HTTP/1.1\r\nHost: websvc\r\n\r\n", afterHeld: "GET /again HTTP/1.1\r\nHost: websvc\r\n\r\n", leave: "close"},
+		{name: "GET held in its handler, a stray CRLF, then close", raw: "GET /charge HTTP/1.1\r\nHost: websvc\r\n\r\n", afterHeld: "\r\n", leave: "close", inHandler: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			h := newHarness(t, 1, func(o *Options) {
@@ -225,13 +225,13 @@ func TestHeldPOSTDeliveredOnceWithFullBody(t *testing.T) {
 	}{
 		{
 			"rest after the release, past the bound",
-			"POST /charge HTTP/1.1\r\nHost: web\r\nTransfer-Encoding: chunked\r\n\r\n" + chunk(a),
+			"POST /charge HTTP/1.1\r\nHost: websvc\r\nTransfer-Encoding: chunked\r\n\r\n" + chunk(a),
 			chunk(b[:1000]) + chunk(b[1000:]) + "0\r\n\r\n",
 			a + b,
 		},
 		{
 			"exactly the bound",
-			"POST /charge HTTP/1.1\r\nHost: web\r\nContent-Length: 1024\r\n\r\n" + exact,
+			"POST /charge HTTP/1.1\r\nHost: websvc\r\nContent-Length: 1024\r\n\r\n" + exact,
 			"",
 			exact,
 		},

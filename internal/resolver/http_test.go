@@ -19,6 +19,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	elastiv1alpha1 "elasti.dev/elasti/api/v1alpha1"
+	"elasti.dev/elasti/internal/resolver/resolvertest"
 	"elasti.dev/elasti/internal/resolver/upstream"
 )
 
@@ -483,7 +484,7 @@ func TestRawQueryPassedByteForByte(t *testing.T) {
 			h.ready("websvc", "websvc-abc", tc.portName, up.addr())
 			if tc.portName == "http" {
 				c := dialRaw(t, h.addr(0))
-				if _, err := c.Write([]byte("GET /signed?" + query + " HTTP/1.1\r\nHost: web\r\n\r\n")); err != nil {
+				if _, err := c.Write([]byte("GET /signed?" + query + " HTTP/1.1\r\nHost: websvc\r\n\r\n")); err != nil {
 					t.Fatal(err)
 				}
 				resp, err := http.ReadResponse(bufio.NewReader(c), nil)
@@ -700,5 +701,54 @@ func TestResolverFullGets503(t *testing.T) {
 	}
 	if v := testutil.ToFloat64(h.r.metrics.Rejected.WithLabelValues("ns", "web", ReasonResolverFull)); v != 1 {
 		t.Errorf("rejected{resolver_full} = %v, want 1", v)
+	}
+}
+
+// TestMisdirectedHostGets421: a request on web's resolver port whose Host
+// names another Service of the cluster (another namespace, another Service
+// of the same one, in any of the cluster's name forms) is answered 421,
+// never held, never woken for and never forwarded, over keep-alive
+// connections and h2c alike; web's own names, IP addresses and public
+// names are served. This is what keeps a data plane that still routes a
+// freed port from handing one Service's clients to another.
+func TestMisdirectedHostGets421(t *testing.T) {
+	h := newHarness(t, 1, nil)
+	up := newRecordingUpstream(t)
+	h.mapPort("web", "websvc", nil, h.proxyPort(0, "http", ""))
+	// billing has had an ElastiService, so "<name>.billing" is a
+	// Service's short name there.
+	h.ports.Set(resolvertest.ElastiService("billing", "invoices", "invoices", nil))
+	h.ready("websvc", "websvc-abc", "http", up.addr())
+	ctx := context.Background()
+	for _, c := range []struct {
+		name   string
+		client *http.Client
+	}{{"HTTP/1.1 keep-alive", h.client()}, {"h2c", h2cClient()}} {
+		for _, host := range []string{"api", "api.ns", "invoices.billing", "invoices.billing.svc", "invoices.billing.svc.cluster.local:80", "web-0.api.ns.svc.cluster.local"} {
+			r := get(c.client, ctx, "http://"+h.addr(0)+"/charge", map[string]string{"Host": host})
+			if r.err != nil || r.status != http.StatusMisdirectedRequest {
+				t.Errorf("%s, Host %s: status %d err %v, want 421", c.name, host, r.status, r.err)
+			}
+			if strings.Contains(r.body, "websvc") {
+				t.Errorf("%s, Host %s: the 421 names the port's Service: %q", c.name, host, r.body)
+			}
+		}
+		for _, host := range []string{"websvc", "websvc.ns", "websvc.ns.svc.cluster.local", "127.0.0.1", "shop.example.com"} {
+			r := get(c.client, ctx, "http://"+h.addr(0)+"/ok", map[string]string{"Host": host})
+			if r.err != nil || r.status != http.StatusOK {
+				t.Errorf("%s, Host %s: status %d err %v, want 200 from websvc's pod", c.name, host, r.status, r.err)
+			}
+		}
+	}
+	for _, req := range up.requests() {
+		if req.uri == "/charge" {
+			t.Errorf("a misdirected request reached the pod: %+v", req)
+		}
+	}
+	if got := len(up.requests()); got != 10 {
+		t.Errorf("the pod got %d requests, want the 10 meant for it", got)
+	}
+	if v := testutil.ToFloat64(h.r.metrics.Rejected.WithLabelValues("ns", "web", ReasonMisdirected)); v != 12 {
+		t.Errorf("misdirected rejections counted = %v, want 12", v)
 	}
 }

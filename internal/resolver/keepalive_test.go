@@ -73,7 +73,7 @@ func TestHeldConnectionsHaveKeepAlive(t *testing.T) {
 			h.ports.Set(resolvertest.ElastiService("ns", "db", "dbsvc", nil, elastiv1alpha1.ProxyPort{Port: 5432, Protocol: "TCP", ResolverPort: int32(h.base + 1)}))
 
 			httpClient := dialRaw(t, h.addr(0))
-			if _, err := httpClient.Write([]byte("GET / HTTP/1.1\r\nHost: web\r\n\r\n")); err != nil {
+			if _, err := httpClient.Write([]byte("GET / HTTP/1.1\r\nHost: websvc\r\n\r\n")); err != nil {
 				t.Fatal(err)
 			}
 			tcpClient := dialRaw(t, h.addr(1))

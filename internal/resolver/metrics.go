@@ -25,6 +25,9 @@ const (
 	// ReasonResolverFull: the resolver held its --max-held-total for all
 	// ElastiServices together.
 	ReasonResolverFull = "resolver_full"
+	// ReasonMisdirected: the request's Host named another Service than
+	// the one its resolver port leads to; answered 421.
+	ReasonMisdirected = "misdirected"
 )
 
 // Fallback reasons, the values of the reason label on
@@ -253,6 +256,8 @@ func (r recorder) DialFailed(es types.NamespacedName) { r.m.reject(es, ReasonDia
 func (r recorder) Draining(es types.NamespacedName) { r.m.reject(es, ReasonDraining) }
 
 func (r recorder) Unmapped(es types.NamespacedName) { r.m.reject(es, ReasonUnmappedPort) }
+
+func (r recorder) Misdirected(es types.NamespacedName) { r.m.reject(es, ReasonMisdirected) }
 
 func (r recorder) BadRequest(es types.NamespacedName) { r.m.reject(es, ReasonBadRequest) }
 

@@ -103,6 +103,10 @@ type HTTPOptions struct {
 	IdleTimeout          time.Duration
 	MaxHeaderBytes       int
 	MaxConcurrentStreams int
+	// ClusterDomain is the cluster's DNS domain, for telling a Host that
+	// names another Service (<name>.<namespace>.svc.<ClusterDomain>),
+	// which gets 421 (handler.Misdirected).
+	ClusterDomain string
 }
 
 // UpstreamOptions configure the dials to pods.
@@ -156,6 +160,7 @@ const (
 	DefaultIdleTimeout          = 90 * time.Second
 	DefaultMaxHeaderBytes       = http.DefaultMaxHeaderBytes
 	DefaultMaxConcurrentStreams = 1000
+	DefaultClusterDomain        = "cluster.local"
 	// DefaultClientKeepAlive is well under the shortest common NAT and
 	// load-balancer idle timeouts.
 	DefaultClientKeepAlive      = 30 * time.Second
@@ -203,6 +208,9 @@ func (o *Options) setDefaults() {
 	setDuration(&s.IdleTimeout, DefaultIdleTimeout)
 	setInt(&s.MaxHeaderBytes, DefaultMaxHeaderBytes)
 	setInt(&s.MaxConcurrentStreams, DefaultMaxConcurrentStreams)
+	if s.ClusterDomain == "" {
+		s.ClusterDomain = DefaultClusterDomain
+	}
 
 	setDuration(&o.Upstream.DialTimeout, DefaultDialTimeout)
 	if o.Upstream.DialContext == nil {

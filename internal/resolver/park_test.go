@@ -50,7 +50,7 @@ func TestParkedRequestsKeepOneGoroutineEach(t *testing.T) {
 			conns := make([]*net.TCPConn, n)
 			for i := range conns {
 				conns[i] = dialRaw(t, h.addr(0))
-				if _, err := conns[i].Write([]byte("GET /held HTTP/1.1\r\nHost: web\r\n\r\n")); err != nil {
+				if _, err := conns[i].Write([]byte("GET /held HTTP/1.1\r\nHost: websvc\r\n\r\n")); err != nil {
 					t.Fatal(err)
 				}
 			}
@@ -87,9 +87,9 @@ func TestParkedRequestsKeepOneGoroutineEach(t *testing.T) {
 // every client to reconnect, and the unanswered request is the client's to
 // send again on a new connection).
 func TestParkedRequestSameAsHeldInHandler(t *testing.T) {
-	const raw = "GET /first?a=1&a=2&b=%zz HTTP/1.1\r\nHost: web:80\r\nx-lower: v\r\nX-Empty:\r\n" +
+	const raw = "GET /first?a=1&a=2&b=%zz HTTP/1.1\r\nHost: websvc:80\r\nx-lower: v\r\nX-Empty:\r\n" +
 		"Cookie: a=1\r\nCookie: b=2\r\nUser-Agent: test/1\r\n\r\n" +
-		"GET /second HTTP/1.1\r\nHost: web\r\n\r\n"
+		"GET /second HTTP/1.1\r\nHost: websvc\r\n\r\n"
 	type seen struct {
 		URI, Host string
 		Header    http.Header
@@ -170,7 +170,7 @@ func TestParkedTwiceOnOneConnection(t *testing.T) {
 	br := bufio.NewReader(c)
 	write := func(path string) {
 		t.Helper()
-		if _, err := c.Write([]byte("GET " + path + " HTTP/1.1\r\nHost: web\r\n\r\n")); err != nil {
+		if _, err := c.Write([]byte("GET " + path + " HTTP/1.1\r\nHost: websvc\r\n\r\n")); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -209,7 +209,7 @@ func TestParkedTwiceOnOneConnection(t *testing.T) {
 // with a body or an upgrade, and heads that come in pieces, late or never
 // are among them.
 func TestParkOnArrivalLeavesTheRestToTheServer(t *testing.T) {
-	const get = "GET /a HTTP/1.1\r\nHost: web\r\n\r\n"
+	const get = "GET /a HTTP/1.1\r\nHost: websvc\r\n\r\n"
 	for _, tc := range []struct {
 		name  string
 		proxy *elastiv1alpha1.ProxySpec
@@ -224,22 +224,22 @@ func TestParkOnArrivalLeavesTheRestToTheServer(t *testing.T) {
 		onArrival int64
 	}{
 		{name: "GET", send: []string{get}, held: true, status: 200, onArrival: 1},
-		{name: "head in pieces", send: []string{"GET /slow HT", "TP/1.1\r\nHo", "st: web\r\n\r\n"}, held: true, status: 200, onArrival: 1},
+		{name: "head in pieces", send: []string{"GET /slow HT", "TP/1.1\r\nHo", "st: websvc\r\n\r\n"}, held: true, status: 200, onArrival: 1},
 		{name: "HTTP/1.0 without Host", send: []string{"GET /old HTTP/1.0\r\n\r\n"}, held: true, status: 200, onArrival: 1},
-		{name: "absolute form", send: []string{"GET http://web/abs HTTP/1.1\r\nHost: web\r\n\r\n"}, held: true, status: 200},
-		{name: "with a body", send: []string{"POST /p HTTP/1.1\r\nHost: web\r\nContent-Length: 4\r\n\r\nbody"}, held: true, status: 200},
-		{name: "upgrade", send: []string{"GET /ws HTTP/1.1\r\nHost: web\r\nConnection: Upgrade\r\nUpgrade: foo\r\n\r\n"}, held: true, status: 200},
-		{name: "invalid header name", send: []string{"GET /x HTTP/1.1\r\nHost: web\r\nBad Name: v\r\n\r\n"}, status: 400},
+		{name: "absolute form", send: []string{"GET http://websvc/abs HTTP/1.1\r\nHost: websvc\r\n\r\n"}, held: true, status: 200},
+		{name: "with a body", send: []string{"POST /p HTTP/1.1\r\nHost: websvc\r\nContent-Length: 4\r\n\r\nbody"}, held: true, status: 200},
+		{name: "upgrade", send: []string{"GET /ws HTTP/1.1\r\nHost: websvc\r\nConnection: Upgrade\r\nUpgrade: foo\r\n\r\n"}, held: true, status: 200},
+		{name: "invalid header name", send: []string{"GET /x HTTP/1.1\r\nHost: websvc\r\nBad Name: v\r\n\r\n"}, status: 400},
 		{name: "HTTP/1.1 without Host", send: []string{"GET /x HTTP/1.1\r\n\r\n"}, status: 400},
-		{name: "two Host fields", send: []string{"GET /x HTTP/1.1\r\nHost: web\r\nHost: other\r\n\r\n"}, status: 400},
+		{name: "two Host fields", send: []string{"GET /x HTTP/1.1\r\nHost: websvc\r\nHost: other\r\n\r\n"}, status: 400},
 		{name: "not HTTP", send: []string{"NONSENSE\r\n\r\n"}, status: 400},
-		{name: "header over the limit", send: []string{"GET /x HTTP/1.1\r\nHost: web\r\nX-Big: " + strings.Repeat("a", 8<<10) + "\r\n\r\n"}, status: 431},
+		{name: "header over the limit", send: []string{"GET /x HTTP/1.1\r\nHost: websvc\r\nX-Big: " + strings.Repeat("a", 8<<10) + "\r\n\r\n"}, status: 431},
 		{name: "CONNECT", send: []string{"CONNECT web:443 HTTP/1.1\r\nHost: web:443\r\n\r\n"}, status: 405},
-		{name: "OPTIONS *", send: []string{"OPTIONS * HTTP/1.1\r\nHost: web\r\n\r\n"}, status: 200},
-		{name: "Expect", send: []string{"GET /x HTTP/1.1\r\nHost: web\r\nExpect: something\r\n\r\n"}, status: 417},
-		{name: "static response", proxy: staticProxy(kubeletRule()), send: []string{"GET /healthz HTTP/1.1\r\nHost: web\r\nUser-Agent: kube-probe/1.37\r\n\r\n"}, status: 200},
+		{name: "OPTIONS *", send: []string{"OPTIONS * HTTP/1.1\r\nHost: websvc\r\n\r\n"}, status: 200},
+		{name: "Expect", send: []string{"GET /x HTTP/1.1\r\nHost: websvc\r\nExpect: something\r\n\r\n"}, status: 417},
+		{name: "static response", proxy: staticProxy(kubeletRule()), send: []string{"GET /healthz HTTP/1.1\r\nHost: websvc\r\nUser-Agent: kube-probe/1.37\r\n\r\n"}, status: 200},
 		{name: "no static response matches", proxy: staticProxy(kubeletRule()), send: []string{get}, held: true, status: 200, onArrival: 1},
-		{name: "waking page", proxy: pageProxy(5, ""), send: []string{"GET / HTTP/1.1\r\nHost: web\r\nAccept: text/html\r\n\r\n"}, wakes: true, status: 503},
+		{name: "waking page", proxy: pageProxy(5, ""), send: []string{"GET / HTTP/1.1\r\nHost: websvc\r\nAccept: text/html\r\n\r\n"}, wakes: true, status: 503},
 		{name: "not a page load", proxy: pageProxy(5, ""), send: []string{get}, held: true, status: 200, onArrival: 1},
 		{name: "closes before a head", closeWrite: true},
 		{name: "closes within the head", send: []string{"GET /x HTTP/1.1\r\nHo"}, closeWrite: true, status: 400},

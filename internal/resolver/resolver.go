@@ -116,11 +116,15 @@ func New(pm *ports.PortMap, eps *endpoints.Endpoints, opts Options) (*Resolver, 
 	r.proxy = upstream.NewProxy(dialer, eps, r.pacer, rec, opts.Log, errorLog)
 	r.tcp = upstream.NewTCP(r.state.stopCtx, r.hold, dialer, rec, opts.Log, opts.Hold.ReadAheadBytes)
 	r.parker = park.New(park.Config{
-		Hold:              r.hold,
-		Pacer:             r.pacer,
-		Server:            r.httpConns,
-		Parking:           opts.Hold.Parking,
-		Answered:          handler.Answered,
+		Hold:    r.hold,
+		Pacer:   r.pacer,
+		Server:  r.httpConns,
+		Parking: opts.Hold.Parking,
+		// A misdirected request is answered 421 by requireMapping, so
+		// it is never parked.
+		Answered: func(t route.Target, req *http.Request) bool {
+			return handler.Misdirected(req.Host, t, opts.HTTP.ClusterDomain, pm) || handler.Answered(t, req)
+		},
 		Track:             r.state.parked.add,
 		PortsClosed:       r.state.portsClosed,
 		ReadHeaderTimeout: opts.HTTP.ReadHeaderTimeout,
@@ -140,6 +144,8 @@ func New(pm *ports.PortMap, eps *endpoints.Endpoints, opts Options) (*Resolver, 
 		RetryAfter:        opts.Hold.RetryAfter,
 		ReadAheadBytes:    opts.Hold.ReadAheadBytes,
 		ReadHeaderTimeout: opts.HTTP.ReadHeaderTimeout,
+		ClusterDomain:     opts.HTTP.ClusterDomain,
+		Namespaces:        pm,
 	})
 	r.server = handler.NewServer(chain, handler.ServerOptions{
 		ReadHeaderTimeout:    opts.HTTP.ReadHeaderTimeout,

@@ -194,8 +194,9 @@ func (e *Env) unmappedResolverPort(ctx context.Context) (int32, error) {
 
 // TestResolverPortIsolation: a resolver port leads to its own Service only.
 // With two services asleep, a request on A's resolver port that names B in
-// its Host header is answered by A's pods (B stays asleep), and a resolver
-// port no ElastiService holds is refused.
+// its Host header (or in an absolute-form target) is refused with 421 and
+// wakes no one; one that names A is answered by A's pods; B stays asleep
+// throughout; and a resolver port no ElastiService holds is refused.
 func TestResolverPortIsolation(t *testing.T) {
 	t.Parallel()
 	e := Get(t)
@@ -211,9 +212,6 @@ func TestResolverPortIsolation(t *testing.T) {
 	for _, app := range []string{"app-a", "app-b"} {
 		e.WaitAsleep(t, ns, app, 2*time.Minute)
 	}
-	// A answers once woken and then stays up; B must never wake.
-	e.SetQuery(t, ns, "app-a", BusyQuery)
-
 	ctx := context.Background()
 	a, err := e.GetElastiService(ctx, ns, "app-a")
 	if err != nil {
@@ -235,19 +233,51 @@ func TestResolverPortIsolation(t *testing.T) {
 		t.Fatal("no running resolver pod")
 	}
 
-	hostB := "app-b." + ns + ".svc.cluster.local"
+	hostA, hostB := "app-a."+ns+".svc.cluster.local", "app-b."+ns+".svc.cluster.local"
 	t.Run("A's port with B's Host", func(t *testing.T) {
-		c := e.LongHTTPClient()
+		c := e.HTTPClient()
 		for _, path := range []string{"/", "http://" + hostB + "/"} {
+			req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+net.JoinHostPort(resolverIP, fmt.Sprint(portA))+"/", nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			req.Host = hostB
+			if path != "/" {
+				// Absolute-form request target naming B as well.
+				req.URL.Opaque = path
+			}
+			resp, err := c.Do(req)
+			if err != nil {
+				t.Fatalf("request %s on A's resolver port: %v", path, err)
+			}
+			body, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusMisdirectedRequest {
+				t.Errorf("request %s on A's resolver port %d with Host %s: %s %q, want 421", path, portA, hostB, resp.Status, body)
+			}
+		}
+		n, _, err := e.Replicas(ctx, ns, "app-a")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n != 0 {
+			t.Errorf("app-a at %d replicas after requests that named B only", n)
+		}
+	})
+
+	// A answers once woken and then stays up; B must never wake.
+	e.SetQuery(t, ns, "app-a", BusyQuery)
+	t.Run("A's port with A's Host", func(t *testing.T) {
+		c := e.LongHTTPClient()
+		for _, path := range []string{"/", "http://" + hostA + "/"} {
 			reqCtx, cancel := context.WithTimeout(ctx, wakeTimeout)
 			req, err := http.NewRequestWithContext(reqCtx, http.MethodGet, "http://"+net.JoinHostPort(resolverIP, fmt.Sprint(portA))+"/", nil)
 			if err != nil {
 				cancel()
 				t.Fatal(err)
 			}
-			req.Host = hostB
+			req.Host = hostA
 			if path != "/" {
-				// Absolute-form request target naming B as well.
 				req.URL.Opaque = path
 			}
 			resp, err := c.Do(req)
@@ -259,7 +289,7 @@ func TestResolverPortIsolation(t *testing.T) {
 			resp.Body.Close()
 			cancel()
 			if resp.StatusCode != http.StatusOK || !strings.HasPrefix(string(body), "hello from app-a-") {
-				t.Errorf("request %s on A's resolver port %d with Host %s: %s %q, want A's answer", path, portA, hostB, resp.Status, body)
+				t.Errorf("request %s on A's resolver port %d with Host %s: %s %q, want A's answer", path, portA, hostA, resp.Status, body)
 			}
 		}
 	})

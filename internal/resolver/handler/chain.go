@@ -33,6 +33,9 @@ type Progress interface {
 type Recorder interface {
 	// Unmapped counts a request on a port that maps to nothing.
 	Unmapped(es types.NamespacedName)
+	// Misdirected counts a request whose Host names another Service
+	// than the one its port leads to (Misdirected).
+	Misdirected(es types.NamespacedName)
 	// BadRequest counts a request refused for its form (CONNECT, a body
 	// that broke off).
 	BadRequest(es types.NamespacedName)
@@ -65,6 +68,10 @@ type Config struct {
 	// ReadHeaderTimeout is the server's; a static response's body must
 	// arrive within it as well.
 	ReadHeaderTimeout time.Duration
+	// ClusterDomain and Namespaces tell a Host that names another
+	// Service (Misdirected).
+	ClusterDomain string
+	Namespaces    Namespaces
 }
 
 // Chain builds the L7 handler chain, here and nowhere else. A request
@@ -72,7 +79,8 @@ type Config struct {
 //
 //  1. recoverPanics - a bug answers 500 for that request instead of killing
 //     the connection without a word;
-//  2. requireMapping - the connection's port must map to a Target, else 404;
+//  2. requireMapping - the connection's port must map to a Target, else 404,
+//     and the Host must not name another Service (Misdirected), else 421;
 //  3. answerStatic - answers a request that a static response rule of the
 //     ElastiService matches, without holding, waking or reporting it; see
 //     static.go;
@@ -95,7 +103,7 @@ func Chain(c Config) http.Handler {
 	h = &holdUntilReady{next: h, parker: c.Parker, rec: c.Recorder, log: c.Log, retryAfter: c.RetryAfter, readAhead: c.ReadAheadBytes}
 	h = &answerWakingPage{next: h, hold: c.Hold, endpoints: c.Endpoints, progress: c.Progress, pages: c.Pages, rec: c.Recorder, clock: c.Clock, log: c.Log}
 	h = &answerStatic{next: h, endpoints: c.Endpoints, rec: c.Recorder, log: c.Log, readAhead: c.ReadAheadBytes, readHeaderTimeout: c.ReadHeaderTimeout}
-	h = &requireMapping{next: h, rec: c.Recorder}
+	h = &requireMapping{next: h, rec: c.Recorder, clusterDomain: c.ClusterDomain, namespaces: c.Namespaces}
 	h = &recoverPanics{next: h, log: c.Log}
 	return h
 }

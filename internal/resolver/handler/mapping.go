@@ -11,10 +11,13 @@ import (
 )
 
 // requireMapping lets through only requests on a port that maps to a
-// Target, and refuses CONNECT: the resolver is no open proxy.
+// Target whose Host does not name another Service, and refuses CONNECT:
+// the resolver is no open proxy.
 type requireMapping struct {
-	next http.Handler
-	rec  Recorder
+	next          http.Handler
+	rec           Recorder
+	clusterDomain string
+	namespaces    Namespaces
 }
 
 func (h *requireMapping) ServeHTTP(w http.ResponseWriter, req *http.Request) {
@@ -30,6 +33,14 @@ func (h *requireMapping) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	if req.Method == http.MethodConnect {
 		h.rec.BadRequest(rt.Target.ElastiService)
 		http.Error(w, "elasti resolver: CONNECT is not proxied", http.StatusMethodNotAllowed)
+		return
+	}
+	if Misdirected(req.Host, rt.Target, h.clusterDomain, h.namespaces) {
+		// Says nothing of where the port leads: only that it is not
+		// where the request meant to go.
+		h.rec.Misdirected(rt.Target.ElastiService)
+		w.Header().Set("Connection", "close")
+		http.Error(w, "elasti resolver: this port does not serve the Service named in Host; the request was not forwarded", http.StatusMisdirectedRequest)
 		return
 	}
 	h.next.ServeHTTP(w, req)

@@ -2,6 +2,7 @@ package ports
 
 import (
 	"context"
+	"strings"
 	"sync"
 	"time"
 
@@ -63,6 +64,9 @@ type PortMap struct {
 	// waking page. It changes at every phase of a wake, so it is read per
 	// request here rather than built into their Targets.
 	progress map[types.NamespacedName]elastiv1alpha1.WakeProgress
+	// namespaces holds every namespace that has had an ElastiService while
+	// this process ran (Known).
+	namespaces map[string]struct{}
 	// changed is closed and replaced on every update so that connections
 	// waiting for a mapping, and the EndpointSlice watches, wake without
 	// polling.
@@ -78,6 +82,7 @@ func NewPortMap() *PortMap {
 		deleted:    map[types.NamespacedName]bool{},
 		fallbackOn: map[types.NamespacedName]bool{},
 		progress:   map[types.NamespacedName]elastiv1alpha1.WakeProgress{},
+		namespaces: map[string]struct{}{},
 		clock:      clock.RealClock{},
 		changed:    make(chan struct{}),
 	}
@@ -86,6 +91,9 @@ func NewPortMap() *PortMap {
 type releasedTarget struct {
 	route.Target
 	until time.Time
+	// contested: two ElastiServices' Targets lingered on the port at
+	// once; it maps to neither until the linger ends.
+	contested bool
 }
 
 // expiryTimer is the goroutine that waits for the earliest linger's end:
@@ -131,6 +139,7 @@ func (m *PortMap) Set(es *elastiv1alpha1.ElastiService) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.removeLocked(key)
+	m.namespaces[key.Namespace] = struct{}{}
 	// Back under the same name: whatever it is, it is live again.
 	delete(m.deleted, key)
 	if route.OperatorSaysFallback(es) {
@@ -146,7 +155,11 @@ func (m *PortMap) Set(es *elastiv1alpha1.ElastiService) {
 	ports := make([]int32, 0, len(targets))
 	for port, t := range targets {
 		m.claims[port] = append(m.claims[port], t)
-		delete(m.released, port)
+		// Its own lingering port comes back at once; another's linger
+		// stays, and keeps the port unmapped until it ends (get).
+		if r, ok := m.released[port]; ok && r.ElastiService == key && !r.contested {
+			delete(m.released, port)
+		}
 		ports = append(ports, port)
 	}
 	if len(ports) > 0 {
@@ -190,7 +203,13 @@ func (m *PortMap) removeLocked(key types.NamespacedName) {
 		if len(kept) == 0 {
 			delete(m.claims, port)
 			if m.linger > 0 {
-				m.released[port] = releasedTarget{Target: gone, until: now.Add(m.linger)}
+				next := releasedTarget{Target: gone, until: now.Add(m.linger)}
+				if r, ok := m.released[port]; ok && (r.contested || r.ElastiService != key) {
+					// Another Service's clients may still come: the
+					// port goes to neither.
+					next.contested = true
+				}
+				m.released[port] = next
 			}
 		} else {
 			m.claims[port] = kept
@@ -292,14 +311,33 @@ func (m *PortMap) get(port int32) (route.Target, bool, <-chan struct{}) {
 	m.mu.RLock()
 	defer m.mu.RUnlock()
 	c := m.claims[port]
-	if len(c) == 1 {
-		return c[0], true, m.changed
-	}
 	// The expiry timer may lag a little; the clock has the last word.
-	if r, ok := m.released[port]; ok && len(c) == 0 && m.clock.Now().Before(r.until) {
+	r, lingering := m.released[port]
+	lingering = lingering && m.clock.Now().Before(r.until)
+	switch {
+	case lingering && (r.contested || len(c) > 0):
+		// A claim inside another ElastiService's linger (Set keeps a
+		// lingering port of the claimant's own for it): not until the
+		// linger ends.
+		return route.Target{}, false, m.changed
+	case len(c) == 1:
+		return c[0], true, m.changed
+	case lingering && len(c) == 0:
 		return r.Target, true, m.changed
 	}
 	return route.Target{}, false, m.changed
+}
+
+// Known reports whether namespace has had an ElastiService while this
+// resolver ran: a host name <name>.<namespace> then names a Service of the
+// cluster rather than a public domain (handler.Misdirected). A namespace
+// stays known after its ElastiServices go, as its Services' clients may
+// still call.
+func (m *PortMap) Known(namespace string) bool {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	_, ok := m.namespaces[strings.ToLower(namespace)]
+	return ok
 }
 
 // FallbackSaid reports whether the operator says key's traffic goes to its

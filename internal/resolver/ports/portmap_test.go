@@ -160,8 +160,11 @@ func BenchmarkPortMapLookup(b *testing.B) {
 
 // TestReleasedPortLingers: a port whose ElastiService is deleted keeps its
 // Target for the linger period, so connections routed by a kube-proxy that
-// has not caught up are served; then it is unmapped. A new claim on the port
-// replaces the lingering Target at once.
+// has not caught up are served; then it is unmapped. Its own ElastiService
+// takes a lingering port back at once; another one's claim on it counts only
+// once the linger is over, and until then the port is unmapped: a data
+// plane that still routes the old Service's clients there must not reach
+// the new Service.
 func TestReleasedPortLingers(t *testing.T) {
 	clk := clocktesting.NewFakeClock(time.Unix(1000, 0))
 	m := NewPortMap()
@@ -181,15 +184,39 @@ func TestReleasedPortLingers(t *testing.T) {
 		t.Fatalf("still mapped to %+v after the linger", tg)
 	}
 
-	// A port dropped from a status lingers too; a new claim wins at once.
+	// A port dropped from a status lingers too; its own ElastiService
+	// takes it back at once.
 	m.Set(lingerES("b", "svc-b", 20002))
 	m.Set(lingerES("b", "svc-b"))
 	if tg, ok, _ := m.get(20002); !ok || tg.Service.Name != "svc-b" {
 		t.Fatalf("dropped port: %+v %v, want svc-b's Target lingering", tg, ok)
 	}
+	m.Set(lingerES("b", "svc-b", 20002))
+	if tg, ok, _ := m.get(20002); !ok || tg.Service.Name != "svc-b" {
+		t.Fatalf("taken back: %+v %v, want svc-b's Target", tg, ok)
+	}
+
+	// Another claim inside the linger: unmapped until the linger ends.
+	m.Set(lingerES("b", "svc-b"))
+	clk.SetTime(clk.Now().Add(10 * time.Second))
 	m.Set(lingerES("c", "svc-c", 20002))
+	if tg, ok, _ := m.get(20002); ok {
+		t.Fatalf("claimed inside svc-b's linger: mapped to %+v, want unmapped", tg)
+	}
+	// c's claim goes inside the linger: b's clients still get no one
+	// else's Service.
+	m.Set(lingerES("c", "svc-c"))
+	if tg, ok, _ := m.get(20002); ok {
+		t.Fatalf("a contested port's claim went: mapped to %+v, want unmapped", tg)
+	}
+	m.Set(lingerES("c", "svc-c", 20002))
+	clk.SetTime(clk.Now().Add(20 * time.Second))
+	if tg, ok, _ := m.get(20002); ok {
+		t.Fatalf("svc-b's linger is over, but the contested linger that c's drop started is not: mapped to %+v", tg)
+	}
+	clk.SetTime(clk.Now().Add(10 * time.Second))
 	if tg, ok, _ := m.get(20002); !ok || tg.Service.Name != "svc-c" {
-		t.Fatalf("reclaimed port: %+v %v, want svc-c's Target", tg, ok)
+		t.Fatalf("after both lingers: %+v %v, want svc-c's Target", tg, ok)
 	}
 
 	// Without a linger (NewPortMap's default) a released port is unmapped
