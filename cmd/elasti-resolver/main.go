@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/signal"
 	"regexp"
+	"runtime/debug"
 	"syscall"
 	"time"
 
@@ -53,6 +54,10 @@ func newRegistry() *prometheus.Registry {
 }
 
 func run(cfg config, log logr.Logger) error {
+	if cfg.resolver.Hold.MaxHeldBytes == 0 {
+		cfg.resolver.Hold.MaxHeldBytes = resolver.HeldBytesFor(debug.SetMemoryLimit(-1))
+		log.Info("read-ahead of held requests bounded", "bytes", cfg.resolver.Hold.MaxHeldBytes)
+	}
 	restCfg, err := ctrl.GetConfig()
 	if err != nil {
 		return fmt.Errorf("load Kubernetes client config: %w", err)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"net"
 	"net/http"
 	"time"
@@ -73,6 +74,10 @@ type HoldOptions struct {
 	// the resolver's memory from the others; past it, 503 with RetryAfter
 	// (TCP: close).
 	MaxHeldTotal int
+	// MaxHeldBytes bounds what is read ahead of held HTTP/1.x bodies and
+	// TCP connections together (park.Budget); 0 bounds nothing beyond
+	// MaxHeldTotal times ReadAheadBytes.
+	MaxHeldBytes int
 	// RetryAfter is sent with 503 when a hold queue is full.
 	RetryAfter time.Duration
 	// ReadAheadBytes bounds what the resolver keeps in memory of each held
@@ -161,6 +166,9 @@ const (
 	DefaultMaxHeaderBytes       = http.DefaultMaxHeaderBytes
 	DefaultMaxConcurrentStreams = 1000
 	DefaultClusterDomain        = "cluster.local"
+	// DefaultMaxHeldBytes bounds the read-ahead of all holds together
+	// when the process has no memory limit to take a share of.
+	DefaultMaxHeldBytes = 256 << 20
 	// DefaultClientKeepAlive is well under the shortest common NAT and
 	// load-balancer idle timeouts.
 	DefaultClientKeepAlive      = 30 * time.Second
@@ -259,4 +267,15 @@ func (o *Options) validate() error {
 		errs = append(errs, fmt.Errorf("activation backoff %s exceeds its maximum %s", o.Activation.Backoff, o.Activation.MaxBackoff))
 	}
 	return errors.Join(errs...)
+}
+
+// HeldBytesFor is the read-ahead bound of all holds together for a process
+// whose soft memory limit is limit (math.MaxInt64: none): a quarter of it,
+// which leaves the rest for what each held request costs besides its
+// read-ahead (about 14 KiB, docs/benchmarks.md) and for the forwarding.
+func HeldBytesFor(limit int64) int {
+	if limit <= 0 || limit == math.MaxInt64 {
+		return DefaultMaxHeldBytes
+	}
+	return int(min(limit/4, math.MaxInt32))
 }

@@ -35,7 +35,9 @@ type Resolver struct {
 	parker  *park.Parker
 	proxy   *upstream.Proxy
 	tcp     *upstream.TCP
-	memory  *memoryReturner
+	// heldBytes bounds what all holds read ahead together.
+	heldBytes *park.Budget
+	memory    *memoryReturner
 
 	listeners *ports.Listeners
 	httpConns *park.ConnListener
@@ -114,7 +116,8 @@ func New(pm *ports.PortMap, eps *endpoints.Endpoints, opts Options) (*Resolver, 
 	dialer := upstream.NewDialer(eps, opts.Clock, opts.Upstream.DialContext, opts.Upstream.DialTimeout)
 	errorLog := handler.ErrorLog(opts.Log)
 	r.proxy = upstream.NewProxy(dialer, eps, r.pacer, rec, opts.Log, errorLog)
-	r.tcp = upstream.NewTCP(r.state.stopCtx, r.hold, dialer, rec, opts.Log, opts.Hold.ReadAheadBytes)
+	r.heldBytes = park.NewBudget(opts.Hold.MaxHeldBytes)
+	r.tcp = upstream.NewTCP(r.state.stopCtx, r.hold, dialer, rec, opts.Log, opts.Hold.ReadAheadBytes, r.heldBytes)
 	r.parker = park.New(park.Config{
 		Hold:    r.hold,
 		Pacer:   r.pacer,
@@ -143,6 +146,7 @@ func New(pm *ports.PortMap, eps *endpoints.Endpoints, opts Options) (*Resolver, 
 		Log:               opts.Log,
 		RetryAfter:        opts.Hold.RetryAfter,
 		ReadAheadBytes:    opts.Hold.ReadAheadBytes,
+		HeldBytes:         r.heldBytes,
 		ReadHeaderTimeout: opts.HTTP.ReadHeaderTimeout,
 		ClusterDomain:     opts.HTTP.ClusterDomain,
 		Namespaces:        pm,

@@ -1,6 +1,7 @@
 package resolver
 
 import (
+	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
@@ -9,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"runtime"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -262,4 +264,85 @@ func TestHeldH2CUploadWithinItsWindow(t *testing.T) {
 	if n := whole.Load(); n != 1 {
 		t.Errorf("the upstream received %d whole bodies, want 1", n)
 	}
+}
+
+// TestHeldBytesBudget: with a read-ahead budget of two bodies' worth for
+// the whole resolver, three held HTTP/1.1 uploads and two held TCP
+// connections, each sending far more, together read no more than the
+// budget ahead; the holds past it are still held, not refused, with their
+// bytes waiting on the client's side. After the wake every upload arrives
+// whole, the TCP bytes in order, and the budget is all given back.
+func TestHeldBytesBudget(t *testing.T) {
+	const readAhead = 64 << 10
+	// Well past what loopback's socket buffers take, so that backpressure
+	// shows.
+	const size = 32 << 20
+	h := newHarness(t, 2, func(o *Options) {
+		o.Hold.ReadAheadBytes = readAhead
+		o.Hold.MaxHeldBytes = 2 * readAhead
+	})
+	upAddr, whole := hashingUpstream(t)
+	h.mapPort("web", "websvc", nil, h.proxyPort(0, "http", ""))
+	h.mapPort("db", "dbsvc", nil, h.proxyPort(1, "postgres", ""))
+	var bodies []*upload
+	done := make(chan result, 3)
+	for i := range 3 {
+		body := newUpload(size, uint64(i)+7)
+		bodies = append(bodies, body)
+		req, _ := http.NewRequest(http.MethodPost, "http://"+h.addr(0)+"/upload", body)
+		req.ContentLength = size
+		go func() {
+			resp, err := h.client().Do(req)
+			if err != nil {
+				done <- result{err: err}
+				return
+			}
+			defer resp.Body.Close()
+			b, err := io.ReadAll(resp.Body)
+			done <- result{status: resp.StatusCode, body: string(b), err: err}
+		}()
+	}
+	tcp := newTCPRecorder(t)
+	var conns []net.Conn
+	for range 2 {
+		c := dialRaw(t, h.addr(1))
+		conns = append(conns, c)
+		go func() { _, _ = c.Write(bytes.Repeat([]byte("q"), size)) }()
+	}
+	h.eventually("every upload and connection is held", func() bool { return h.held("web") == 3 && h.held("db") == 2 })
+	for _, b := range bodies {
+		b.settled(h)
+	}
+	if got := h.r.heldBytes.Taken(); got > 2*readAhead {
+		t.Errorf("held reads took %d bytes of the budget, more than its %d", got, 2*readAhead)
+	}
+	if got := h.r.heldBytes.Taken(); got < 2*readAhead {
+		t.Errorf("held reads took %d bytes of the budget, want all %d (five holds for two shares)", got, 2*readAhead)
+	}
+	for i, b := range bodies {
+		if s := b.sent.Load(); s >= size {
+			t.Errorf("upload %d sent all %d bytes while held: no backpressure", i, s)
+		}
+	}
+
+	h.ready("websvc", "websvc-abc", "http", upAddr)
+	for range 3 {
+		r := <-done
+		if r.err != nil || r.status != http.StatusOK || !strings.HasPrefix(r.body, fmt.Sprintf("%d ", size)) {
+			t.Errorf("upload: status %d body %q err %v; want 200 with the whole body", r.status, r.body, r.err)
+		}
+	}
+	if n := whole.Load(); n != 3 {
+		t.Errorf("the upstream received %d whole bodies, want 3", n)
+	}
+	h.ready("dbsvc", "dbsvc-abc", "postgres", tcp.addr())
+	for i, c := range conns {
+		buf := make([]byte, 64<<10)
+		_ = c.SetReadDeadline(time.Now().Add(waitTimeout))
+		if _, err := io.ReadFull(c, buf); err != nil || buf[0] != 'q' || buf[len(buf)-1] != 'q' {
+			t.Errorf("TCP connection %d: echo %v, want its held bytes back", i, err)
+		}
+		c.Close()
+	}
+	h.eventually("the budget is given back", func() bool { return h.r.heldBytes.Taken() == 0 })
 }

@@ -65,6 +65,8 @@ type Config struct {
 	// ReadAheadBytes bounds what is read ahead of a held request's body,
 	// and what is read of a body a static response drops.
 	ReadAheadBytes int
+	// HeldBytes bounds what is read ahead for all held requests together.
+	HeldBytes *park.Budget
 	// ReadHeaderTimeout is the server's; a static response's body must
 	// arrive within it as well.
 	ReadHeaderTimeout time.Duration
@@ -100,7 +102,7 @@ type Config struct {
 //     Elasti-Cold-Start; see forward.go and upstream.Proxy.
 func Chain(c Config) http.Handler {
 	var h http.Handler = &forward{proxy: c.Proxy, log: c.Log}
-	h = &holdUntilReady{next: h, parker: c.Parker, rec: c.Recorder, log: c.Log, retryAfter: c.RetryAfter, readAhead: c.ReadAheadBytes}
+	h = &holdUntilReady{next: h, parker: c.Parker, rec: c.Recorder, log: c.Log, retryAfter: c.RetryAfter, readAhead: c.ReadAheadBytes, budget: c.HeldBytes}
 	h = &answerWakingPage{next: h, hold: c.Hold, endpoints: c.Endpoints, progress: c.Progress, pages: c.Pages, rec: c.Recorder, clock: c.Clock, log: c.Log}
 	h = &answerStatic{next: h, endpoints: c.Endpoints, rec: c.Recorder, log: c.Log, readAhead: c.ReadAheadBytes, readHeaderTimeout: c.ReadHeaderTimeout}
 	h = &requireMapping{next: h, rec: c.Recorder, clusterDomain: c.ClusterDomain, namespaces: c.Namespaces}

@@ -24,8 +24,10 @@ type holdUntilReady struct {
 	log    logr.Logger
 	// retryAfter is sent with 503 when a hold queue is full.
 	retryAfter time.Duration
-	// readAhead bounds what is read ahead of a held HTTP/1.x body.
+	// readAhead bounds what is read ahead of a held HTTP/1.x body, within
+	// what budget has left for all holds together.
 	readAhead int
+	budget    *park.Budget
 }
 
 func (h *holdUntilReady) ServeHTTP(w http.ResponseWriter, req *http.Request) {
@@ -35,6 +37,10 @@ func (h *holdUntilReady) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	}
 	t := rt.Target
 	var body *park.HeldBody
+	// reserved is body's share of the read-ahead budget, given back when
+	// the request is done with (bodies are never parked, so that is here).
+	reserved := 0
+	defer func() { h.budget.Give(reserved) }()
 	stopWatch := func() {}
 	watched := false
 	var watch hold.Watch
@@ -56,7 +62,11 @@ func (h *holdUntilReady) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 				stopWatch = stop
 			}
 			if readsAhead(req) {
-				body = park.ReadAhead(req.Body, h.readAhead, req.ContentLength, left)
+				// A spent budget reads nothing ahead: the body waits in
+				// the socket, and the watch still sees the client go.
+				if reserved = h.budget.Take(h.readAhead); reserved > 0 {
+					body = park.ReadAhead(req.Body, reserved, req.ContentLength, left)
+				}
 			}
 			return gone
 		}

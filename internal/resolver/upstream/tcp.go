@@ -22,6 +22,9 @@ type TCP struct {
 	// readAhead bounds what is read ahead from a held connection (a memory
 	// bound: the rest waits in the kernel's buffers).
 	readAhead int
+	// budget bounds what all held connections and bodies read ahead
+	// together.
+	budget *park.Budget
 	// stop ends holds and dials (the resolver's drain timeout).
 	stop context.Context
 	// drains bounds the backlogs read at once (drainBacklog).
@@ -33,8 +36,8 @@ type TCP struct {
 const concurrentDrains = 4
 
 // NewTCP holds through h and dials through d; stop ends holds and dials.
-func NewTCP(stop context.Context, h *hold.Hold, d *Dialer, rec Recorder, log logr.Logger, readAhead int) *TCP {
-	return &TCP{hold: h, dialer: d, rec: rec, log: log, readAhead: readAhead, stop: stop, drains: make(chan struct{}, concurrentDrains)}
+func NewTCP(stop context.Context, h *hold.Hold, d *Dialer, rec Recorder, log logr.Logger, readAhead int, budget *park.Budget) *TCP {
+	return &TCP{hold: h, dialer: d, rec: rec, log: log, readAhead: readAhead, budget: budget, stop: stop, drains: make(chan struct{}, concurrentDrains)}
 }
 
 // Serve holds a TCP connection until its Target (or, with
@@ -45,7 +48,11 @@ func NewTCP(stop context.Context, h *hold.Hold, d *Dialer, rec Recorder, log log
 func (p *TCP) Serve(c net.Conn, t route.Target) {
 	defer c.Close()
 	log := p.log.WithValues("elastiservice", t.ElastiService.String())
-	h := park.WatchHeld(c, p.readAhead)
+	// A spent budget reads one byte ahead at most: the socket watch (or
+	// that byte's read) still sees the client go.
+	reserved := p.budget.Take(p.readAhead)
+	defer p.budget.Give(reserved)
+	h := park.WatchHeld(c, reserved)
 	rel, err := p.hold.Hold(p.stop, t, h.Watch)
 	pending, werr := h.StopWatching()
 	if err == nil && errors.Is(werr, hold.ErrClientGone) {
