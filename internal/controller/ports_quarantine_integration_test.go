@@ -6,7 +6,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -19,7 +18,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
@@ -56,15 +54,7 @@ func TestFreedPortNotReusedAtOnce(t *testing.T) {
 	if err := k8s.Delete(context.Background(), getES(t, op.ns, "a")); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, wait, "a gone", func() error {
-		switch err := k8s.Get(context.Background(), types.NamespacedName{Namespace: op.ns, Name: "a"}, &elastiv1alpha1.ElastiService{}); {
-		case apierrors.IsNotFound(err):
-			return nil
-		case err != nil:
-			return fmt.Errorf("get a: %w", err)
-		}
-		return errors.New("a is still there")
-	})
+	eventually(t, wait, "a gone", wantGone(op.ns, "a"))
 
 	createES(t, op.ns, "b", "b", "b", noTriggers)
 	eventually(t, wait, "b has a port", wantPorts(op.ns, "b", 1))
@@ -111,13 +101,7 @@ func TestQuarantineSurvivesRestart(t *testing.T) {
 	if err := k8s.Delete(context.Background(), getES(t, first.ns, "a")); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, wait, "a gone", func() error {
-		err := k8s.Get(context.Background(), types.NamespacedName{Namespace: first.ns, Name: "a"}, &elastiv1alpha1.ElastiService{})
-		if apierrors.IsNotFound(err) {
-			return nil
-		}
-		return fmt.Errorf("a is still there (%w)", err)
-	})
+	eventually(t, wait, "a gone", wantGone(first.ns, "a"))
 	cm := &corev1.ConfigMap{}
 	if err := k8s.Get(context.Background(), record, cm); err != nil {
 		t.Fatalf("the quarantine record: %v", err)

@@ -82,6 +82,18 @@ func (u *upload) settled(h *harness) int64 {
 	return sent
 }
 
+// send sends req with c and puts the answer on done.
+func send(c *http.Client, req *http.Request, done chan<- result) {
+	resp, err := c.Do(req)
+	if err != nil {
+		done <- result{err: err}
+		return
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	done <- result{status: resp.StatusCode, body: string(b), err: err}
+}
+
 // heapInUse is the process's live heap after a collection.
 func heapInUse() int64 {
 	runtime.GC()
@@ -128,18 +140,8 @@ func TestHeldUploadArrivesWhole(t *testing.T) {
 			if tc.expect > 0 {
 				req.Header.Set("Expect", "100-continue")
 			}
-			c := &http.Client{Transport: tr, Timeout: waitTimeout}
 			done := make(chan result, 1)
-			go func() {
-				resp, err := c.Do(req)
-				if err != nil {
-					done <- result{err: err}
-					return
-				}
-				defer resp.Body.Close()
-				b, err := io.ReadAll(resp.Body)
-				done <- result{status: resp.StatusCode, body: string(b), err: err}
-			}()
+			go send(&http.Client{Transport: tr, Timeout: waitTimeout}, req, done)
 			h.eventually("the upload is held", func() bool { return h.held("web") == 1 })
 
 			sent := body.settled(h)
@@ -291,16 +293,7 @@ func TestHeldBytesBudget(t *testing.T) {
 		bodies = append(bodies, body)
 		req, _ := http.NewRequest(http.MethodPost, "http://"+h.addr(0)+"/upload", body)
 		req.ContentLength = size
-		go func() {
-			resp, err := h.client().Do(req)
-			if err != nil {
-				done <- result{err: err}
-				return
-			}
-			defer resp.Body.Close()
-			b, err := io.ReadAll(resp.Body)
-			done <- result{status: resp.StatusCode, body: string(b), err: err}
-		}()
+		go send(h.client(), req, done)
 	}
 	tcp := newTCPRecorder(t)
 	var conns []net.Conn
