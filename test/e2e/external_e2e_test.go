@@ -129,8 +129,13 @@ func sleepsAndWakes(changes []replicaChange) (sleeps, wakes int) {
 // fail runs from that SIGTERM until kube-proxy routes new connections to the
 // resolvers. An app that keeps serving for a while after SIGTERM (the demo
 // app's default 3 s drain; kube-proxy keeps sending to a terminating pod that
-// still serves while there is no ready endpoint) covers that window: no
-// request fails. One that exits at once (DRAIN=0s) loses the requests in
+// still serves while there is no ready endpoint) covers that window for its
+// kept-alive connections: none of their requests fails. A new connection in
+// the window may still fail: once the pod's endpoint stops counting as
+// serving, kube-proxy has nowhere to send it until it routes to the
+// resolvers (seen once in many runs: "no route to host" 194 ms after the
+// scale to zero, kube-proxy routing to the resolvers 1.2 s after it). One
+// that exits at once (DRAIN=0s) loses the requests in
 // flight in that window; the subtest measures it and checks that every
 // failure falls inside it. A request on a kept-alive connection to the old
 // pod may fail a little later, when a slow kubelet delivers the SIGTERM
@@ -264,10 +269,13 @@ func TestScaledToZeroBySomeoneElse(t *testing.T) {
 				since := r.at.Sub(scaledAt).Round(time.Millisecond)
 				t.Logf("failed POST sent %s after the scale to zero (reused connection: %v): %v", since, r.reused, r.err)
 				switch {
-				case !tc.mayFail:
-					errorf("POST sent %s after the scale to zero failed: %v", since, r.err)
 				case r.at.Before(scaledAt.Add(-time.Second)):
 					errorf("POST sent %s before the scale to zero failed: %v", -since, r.err)
+				case !r.reused && r.at.Before(routedAt):
+					// A new connection kube-proxy had no serving
+					// endpoint for yet (see above).
+				case !tc.mayFail:
+					errorf("POST sent %s after the scale to zero on a kept-alive connection failed while the app drained: %v", since, r.err)
 				case r.at.After(routedAt) && !r.reused:
 					// A new connection then goes to a resolver.
 					errorf("POST sent %s after the scale to zero on a new connection failed after kube-proxy routed to the resolvers (%s): %v",
