@@ -192,10 +192,14 @@ func formatColdStart(d time.Duration) string {
 const PodClosedMessage = "elasti resolver: the pod closed the connection before answering; the request may have run and is not sent again"
 
 // podClosed reports whether err is the pod closing (or resetting) the
-// connection before its answer began.
+// connection before its answer began. net.ErrClosed is the same close seen
+// from the request's write: the Transport's read of the connection met the
+// pod's close first and closed it under the body being written (seen on a
+// busy machine: "readfrom ...: use of closed network connection").
 func podClosed(err error) bool {
 	return errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
-		errors.Is(err, syscall.EPIPE) || errors.Is(err, syscall.ECONNRESET)
+		errors.Is(err, syscall.EPIPE) || errors.Is(err, syscall.ECONNRESET) ||
+		errors.Is(err, net.ErrClosed)
 }
 
 // reverseProxy forwards to t through transport, under the pool key host;
