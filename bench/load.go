@@ -215,12 +215,15 @@ type oneShot struct {
 	dialer  net.Dialer
 }
 
-func newOneShot(target string, timeout time.Duration) (*oneShot, error) {
+func newOneShot(target, host string, timeout time.Duration) (*oneShot, error) {
 	u, err := url.Parse(target)
 	if err != nil {
 		return nil, err
 	}
-	req := fmt.Sprintf("GET %s HTTP/1.1\r\nHost: %s\r\nUser-Agent: elasti-bench\r\nConnection: close\r\n\r\n", u.RequestURI(), u.Host)
+	if host == "" {
+		host = u.Host
+	}
+	req := fmt.Sprintf("GET %s HTTP/1.1\r\nHost: %s\r\nUser-Agent: elasti-bench\r\nConnection: close\r\n\r\n", u.RequestURI(), host)
 	port := u.Port()
 	if port == "" {
 		port = "80" // checkTarget allows http:// only
@@ -277,6 +280,7 @@ func loadMain(args []string) error {
 	fs := flag.NewFlagSet("load", flag.ContinueOnError)
 	mode := fs.String("mode", "rate", "rate (open loop at -rate for -duration), closed (-workers back to back for -duration) or burst (-count at once)")
 	target := fs.String("url", "", "http://IP:port/path inside the cluster's ranges")
+	host := fs.String("host", "", "Host header to send instead of the URL's (a Service's name, for a resolver port called by the resolver pod's IP)")
 	rate := fs.Int("rate", 500, "requests per second (rate)")
 	duration := fs.Duration("duration", 10*time.Second, "how long to send (rate, closed)")
 	workers := fs.Int("workers", 32, "concurrent connections (closed)")
@@ -296,7 +300,7 @@ func loadMain(args []string) error {
 	ctx, cancel := context.WithTimeout(context.Background(), *duration+*timeout+5*time.Second)
 	defer cancel()
 	rc := &recorder{res: loadResult{Mode: *mode, Statuses: map[int]int{}, Errors: map[string]int{}}}
-	c, err := newOneShot(*target, *timeout)
+	c, err := newOneShot(*target, *host, *timeout)
 	if err != nil {
 		return err
 	}

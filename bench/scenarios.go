@@ -135,8 +135,13 @@ func (b *bench) clusterFigures(ctx context.Context) error {
 
 // warmUp waits until a new ClusterIP answers (kube-proxy may lag).
 func (b *bench) warmUp(ctx context.Context, url string) error {
+	return b.warmUpHost(ctx, url, "")
+}
+
+// warmUpHost is warmUp with the Host header host (empty: the URL's).
+func (b *bench) warmUpHost(ctx context.Context, url, host string) error {
 	return e2e.Poll(ctx, time.Minute, 200*time.Millisecond, func(ctx context.Context) error {
-		_, err := kube.HTTPGet(ctx, url)
+		_, err := e2e.GetWith(ctx, kube.HTTPClient(), url, host)
 		return err
 	})
 }

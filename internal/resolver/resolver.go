@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"net/netip"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -125,8 +126,8 @@ func New(pm *ports.PortMap, eps *endpoints.Endpoints, opts Options) (*Resolver, 
 		Parking: opts.Hold.Parking,
 		// A misdirected request is answered 421 by requireMapping, so
 		// it is never parked.
-		Answered: func(t route.Target, req *http.Request) bool {
-			return handler.Misdirected(req.Host, t, opts.HTTP.ClusterDomain, pm) || handler.Answered(t, req)
+		Answered: func(rt route.Route, req *http.Request) bool {
+			return handler.Misdirected(req.Host, rt, opts.HTTP.ClusterDomain, pm) || handler.Answered(rt.Target, req)
 		},
 		Track:             r.state.parked.add,
 		PortsClosed:       r.state.portsClosed,
@@ -334,7 +335,7 @@ func (r *Resolver) handleConn(c net.Conn, port int32) {
 		return
 	}
 	if t.Layer() == route.LayerHTTP {
-		rt := route.Route{Target: t, Port: port, Mapped: true}
+		rt := route.Route{Target: t, Port: port, Mapped: true, Local: localAddr(c)}
 		if r.parker.Arrives(t) {
 			r.parker.OnArrival(c, rt)
 			return
@@ -345,6 +346,16 @@ func (r *Resolver) handleConn(c net.Conn, port int32) {
 		return
 	}
 	r.tcp.Serve(c, t)
+}
+
+// localAddr is the IP address c arrived at; the zero Addr if it has none.
+func localAddr(c net.Conn) netip.Addr {
+	if a, ok := c.LocalAddr().(*net.TCPAddr); ok {
+		if ip, ok := netip.AddrFromSlice(a.IP); ok {
+			return ip.Unmap()
+		}
+	}
+	return netip.Addr{}
 }
 
 // httpPrefixes are how HTTP/1.x requests and the HTTP/2 preface start.
@@ -362,7 +373,7 @@ func (r *Resolver) refuseUnmapped(c net.Conn, port int32) {
 	_ = c.SetReadDeadline(time.Time{})
 	for _, p := range httpPrefixes {
 		if string(head) == p {
-			r.httpConns.Push(&park.Conn{Conn: c, Route: route.Route{Port: port}, Replay: br})
+			r.httpConns.Push(&park.Conn{Conn: c, Route: route.Route{Port: port, Local: localAddr(c)}, Replay: br})
 			return
 		}
 	}

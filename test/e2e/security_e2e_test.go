@@ -294,6 +294,48 @@ func TestResolverPortIsolation(t *testing.T) {
 		}
 	})
 
+	// A scan of the port range calls the resolver pod by its address: a
+	// mapped port (B's, asleep) and an unmapped one give the same 421, and
+	// nothing wakes.
+	t.Run("a scan by the resolver's address", func(t *testing.T) {
+		b, err := e.GetElastiService(ctx, ns, "app-b")
+		if err != nil {
+			t.Fatal(err)
+		}
+		answer := func(ctx context.Context, port int32) (string, error) {
+			req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+net.JoinHostPort(resolverIP, fmt.Sprint(port))+"/", nil)
+			if err != nil {
+				return "", err
+			}
+			resp, err := e.HTTPClient().Do(req)
+			if err != nil {
+				return "", err
+			}
+			body, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			return fmt.Sprintf("%s %s", resp.Status, body), nil
+		}
+		portB := resolverPort(t, b, "http")
+		mapped, err := answer(ctx, portB)
+		if err != nil || !strings.HasPrefix(mapped, "421 ") {
+			t.Fatalf("B's port %d by the resolver's address: %q %v, want 421", portB, mapped, err)
+		}
+		Eventually(t, 2*time.Minute, time.Second, func(ctx context.Context) error {
+			unmapped, err := e.unmappedResolverPort(ctx)
+			if err != nil {
+				return err
+			}
+			got, err := answer(ctx, unmapped)
+			if err != nil {
+				return err
+			}
+			if got != mapped {
+				return fmt.Errorf("unmapped port %d answers %q, mapped port %d %q: a scan tells them apart", unmapped, got, portB, mapped)
+			}
+			return nil
+		})
+	})
+
 	// Other tests' ElastiServices take and release resolver ports while
 	// this one runs, and a released port stays mapped for the 30s linger:
 	// a port that no ElastiService held when listed but is answered
@@ -338,6 +380,9 @@ func TestResolverPortIsolation(t *testing.T) {
 			if err != nil {
 				return err
 			}
+			// A's own name: by the resolver's address the port answers
+			// 421, mapped or not (the scan subtest).
+			req.Host = hostA
 			resp, err := e.HTTPClient().Do(req)
 			if err != nil {
 				return err

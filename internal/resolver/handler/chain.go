@@ -82,7 +82,8 @@ type Config struct {
 //  1. recoverPanics - a bug answers 500 for that request instead of killing
 //     the connection without a word;
 //  2. requireMapping - the connection's port must map to a Target, else 404,
-//     and the Host must not name another Service (Misdirected), else 421;
+//     and the Host must not name another Service or the resolver pod
+//     itself (Misdirected), else 421;
 //  3. answerStatic - answers a request that a static response rule of the
 //     ElastiService matches, without holding, waking or reporting it; see
 //     static.go;

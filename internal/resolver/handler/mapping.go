@@ -24,6 +24,12 @@ func (h *requireMapping) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	// Without a route (a connection that did not come through the
 	// resolver's accept loops) the zero route is unmapped, on port 0.
 	rt, _ := route.From(req.Context())
+	if !rt.Mapped && ToResolver(req.Host, rt.Local) {
+		// Addressed to the resolver pod itself: the same answer as on a
+		// mapped port, so that a scan of the range tells nothing.
+		h.misdirected(w, rt)
+		return
+	}
 	if !rt.Mapped {
 		h.rec.Unmapped(rt.Target.ElastiService)
 		w.Header().Set("Connection", "close")
@@ -35,15 +41,21 @@ func (h *requireMapping) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 		http.Error(w, "elasti resolver: CONNECT is not proxied", http.StatusMethodNotAllowed)
 		return
 	}
-	if Misdirected(req.Host, rt.Target, h.clusterDomain, h.namespaces) {
-		// Says nothing of where the port leads: only that it is not
-		// where the request meant to go.
-		h.rec.Misdirected(rt.Target.ElastiService)
-		w.Header().Set("Connection", "close")
-		http.Error(w, "elasti resolver: this port does not serve the Service named in Host; the request was not forwarded", http.StatusMisdirectedRequest)
+	if Misdirected(req.Host, rt, h.clusterDomain, h.namespaces) {
+		h.misdirected(w, rt)
 		return
 	}
 	h.next.ServeHTTP(w, req)
+}
+
+// misdirected answers a request whose Host names another Service, or the
+// resolver pod itself. The answer says nothing of where the port leads,
+// or whether it leads anywhere: only that it is not where the request
+// meant to go.
+func (h *requireMapping) misdirected(w http.ResponseWriter, rt route.Route) {
+	h.rec.Misdirected(rt.Target.ElastiService)
+	w.Header().Set("Connection", "close")
+	http.Error(w, "elasti resolver: this port does not serve the Service named in Host; the request was not forwarded", http.StatusMisdirectedRequest)
 }
 
 // errMisrouted means a request reached a handler without the route the

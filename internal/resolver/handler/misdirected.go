@@ -8,6 +8,32 @@ import (
 	"elasti.dev/elasti/internal/resolver/route"
 )
 
+// ToResolver reports whether host (a request's Host) is the address the
+// connection arrived at, local: the request was addressed to the resolver
+// pod itself (toResolver).
+func ToResolver(host string, local netip.Addr) bool {
+	ip, err := netip.ParseAddr(hostName(host))
+	return err == nil && toResolver(ip, local)
+}
+
+// hostName is host without its port, brackets and final dot, in lower
+// case.
+func hostName(host string) string {
+	if h, _, err := net.SplitHostPort(host); err == nil {
+		host = h
+	}
+	return strings.Trim(strings.TrimSuffix(strings.ToLower(host), "."), "[]")
+}
+
+// toResolver reports whether a Host that is the IP address ip names the
+// resolver pod itself (local, the address the connection arrived at):
+// a client that addressed the pod directly, by its IP, rather than a
+// Service, as a scan of the port range does. Loopback is left alone: only
+// the pod itself (and tests) can reach it.
+func toResolver(ip, local netip.Addr) bool {
+	return local.IsValid() && !local.IsLoopback() && ip.Unmap() == local
+}
+
 // Namespaces says whether a namespace has had an ElastiService while this
 // resolver ran (ports.PortMap): a host name <name>.<namespace> with such a
 // namespace is taken for a Service's short name, not a public domain.
@@ -29,18 +55,17 @@ type Namespaces interface {
 // namespaces knows, and <...>.<name>.<namespace>.svc with or without
 // .<clusterDomain>. An IP address names no Service that the resolver could
 // tell (a ClusterIP, a node port, a load balancer's address all reach it),
-// and any other name may be an ingress's public host: both pass.
-func Misdirected(host string, t route.Target, clusterDomain string, namespaces Namespaces) bool {
-	if h, _, err := net.SplitHostPort(host); err == nil {
-		host = h
-	}
-	host = strings.TrimSuffix(strings.ToLower(host), ".")
+// and any other name may be an ingress's public host: both pass, except
+// the resolver pod's own address (toResolver), which names no Service.
+func Misdirected(host string, rt route.Route, clusterDomain string, namespaces Namespaces) bool {
+	host = hostName(host)
 	if host == "" {
 		return false
 	}
-	if _, err := netip.ParseAddr(strings.Trim(host, "[]")); err == nil {
-		return false
+	if ip, err := netip.ParseAddr(host); err == nil {
+		return toResolver(ip, rt.Local)
 	}
+	t := rt.Target
 	name, ns := strings.ToLower(t.Service.Name), strings.ToLower(t.Service.Namespace)
 	labels := strings.Split(host, ".")
 	if n := len(labels); n >= 3 {

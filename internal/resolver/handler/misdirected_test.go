@@ -1,6 +1,7 @@
 package handler
 
 import (
+	"net/netip"
 	"testing"
 
 	"k8s.io/apimachinery/pkg/types"
@@ -13,7 +14,8 @@ type knownNamespaces map[string]bool
 func (k knownNamespaces) Known(ns string) bool { return k[ns] }
 
 func TestMisdirected(t *testing.T) {
-	target := route.Target{Service: types.NamespacedName{Namespace: "shop", Name: "web"}}
+	target := route.Route{Target: route.Target{Service: types.NamespacedName{Namespace: "shop", Name: "web"}}, Mapped: true,
+		Local: netip.MustParseAddr("10.244.0.7")}
 	known := knownNamespaces{"shop": true, "billing": true}
 	for host, want := range map[string]bool{
 		// Its own names, in every form, and what names no Service.
@@ -26,6 +28,8 @@ func TestMisdirected(t *testing.T) {
 		"api": true, "api:80": true, "api.shop": true, "web.billing": true, "invoices.billing.svc": true,
 		"invoices.billing.svc.cluster.local": true, "web.billing.svc.cluster.local:443": true,
 		"web-0.api.shop.svc.cluster.local": true,
+		// The resolver pod's own address: a scan, not a Service's client.
+		"10.244.0.7": true, "10.244.0.7:20001": true,
 	} {
 		if got := Misdirected(host, target, "cluster.local", known); got != want {
 			t.Errorf("Misdirected(%q) = %v, want %v", host, got, want)
@@ -38,5 +42,14 @@ func TestMisdirected(t *testing.T) {
 	}
 	if !Misdirected("api.shop.svc.corp.internal", target, "corp.internal", known) {
 		t.Error("another Service under a custom cluster domain let through")
+	}
+	// Loopback is the pod's (and tests') own: left alone.
+	loopback := target
+	loopback.Local = netip.MustParseAddr("127.0.0.1")
+	if Misdirected("127.0.0.1:20001", loopback, "cluster.local", known) || ToResolver("127.0.0.1", loopback.Local) {
+		t.Error("a request to the loopback address taken for a scan")
+	}
+	if !ToResolver("[::ffff:10.244.0.7]:80", target.Local) || ToResolver("10.96.0.1", target.Local) || ToResolver("web", target.Local) {
+		t.Error("ToResolver tells the resolver's own address wrongly")
 	}
 }

@@ -41,7 +41,7 @@ func (p *Parker) OnArrival(c net.Conn, rt route.Route) {
 		_ = c.Close()
 		done()
 		return
-	case err == nil && p.parksOnArrival(rt.Target, req):
+	case err == nil && p.parksOnArrival(rt, req):
 		p.onArrival.Add(1)
 		pk := &parked{route: rt, conn: c, rest: c, head: head, done: done, left: make(chan struct{})}
 		// A goroutine of its own: this one's stack grew with the parse.
@@ -60,11 +60,11 @@ func (p *Parker) OnArrival(c net.Conn, rt route.Route) {
 // server would take to a handler and that would reach the hold there: the
 // checks of the handlers before the hold (Config.Answered), and those
 // http.Server makes of a request it has parsed, are made here again.
-func (p *Parker) parksOnArrival(t route.Target, req *http.Request) bool {
-	if !headParks(req) || p.c.Answered(t, req) {
+func (p *Parker) parksOnArrival(rt route.Route, req *http.Request) bool {
+	if !headParks(req) || p.c.Answered(rt, req) {
 		return false
 	}
-	return !p.c.Hold.ServableNow(t)
+	return !p.c.Hold.ServableNow(rt.Target)
 }
 
 // headParks says whether req, whatever its target, may be parked on

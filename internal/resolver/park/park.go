@@ -41,7 +41,7 @@ type Config struct {
 	// Answered says whether a handler before the hold would answer req
 	// itself (a static response, the waking page): such a request is not
 	// parked on arrival.
-	Answered func(t route.Target, req *http.Request) bool
+	Answered func(rt route.Route, req *http.Request) bool
 	// Track counts a parked request until the returned function is
 	// called: the drain waits for none to be left before it shuts the
 	// server down.

@@ -2,6 +2,7 @@ package route
 
 import (
 	"context"
+	"net/netip"
 	"time"
 )
 
@@ -15,8 +16,13 @@ type Route struct {
 	// Port is the local resolver port the connection arrived on.
 	Port int32
 	// Mapped says the port map named a Target for Port. An unmapped
-	// connection is still served, but only ever gets a 404.
+	// connection is still served, but only ever gets a 404 (or 421).
 	Mapped bool
+	// Local is the address the connection arrived at: the resolver pod's
+	// own, since kube-proxy's translation happens before. A request that
+	// names it in Host was addressed to the resolver itself, not to a
+	// Service (handler.Misdirected).
+	Local netip.Addr
 }
 
 // Release is what the hold adds to a request it lets through: where it
