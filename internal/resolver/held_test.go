@@ -352,3 +352,61 @@ func TestHeldTCPDataReplayedInOrder(t *testing.T) {
 		t.Errorf("upstream accepted %d connections, want 1", n)
 	}
 }
+
+// TestHeldTCPBacklogEchoedAsItIsSent: a held connection's backlog (here
+// 6 MiB, drained at release) goes to a pod that answers as it reads (an
+// echo) while the answers already flow back. With small socket buffers on
+// the resolver's side of the pod connection, writing the whole backlog
+// before reading any answer deadlocked: the pod stopped reading while its
+// echo waited, and the resolver's write waited for the pod.
+func TestHeldTCPBacklogEchoedAsItIsSent(t *testing.T) {
+	const size = 6 << 20
+	h := newHarness(t, 1, func(o *Options) {
+		o.Upstream.DialContext = func(ctx context.Context, network, addr string) (net.Conn, error) {
+			c, err := (&net.Dialer{}).DialContext(ctx, network, addr)
+			if tc, ok := c.(*net.TCPConn); ok {
+				_ = tc.SetReadBuffer(64 << 10)
+				_ = tc.SetWriteBuffer(64 << 10)
+			}
+			return c, err
+		}
+	})
+	// An echo pod with small socket buffers too.
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	go func() {
+		for {
+			pc, err := l.Accept()
+			if err != nil {
+				return
+			}
+			_ = pc.(*net.TCPConn).SetReadBuffer(64 << 10)
+			_ = pc.(*net.TCPConn).SetWriteBuffer(64 << 10)
+			go func() { defer pc.Close(); _, _ = io.Copy(pc, pc) }()
+		}
+	}()
+	h.mapPort("db", "dbsvc", nil, h.proxyPort(0, "postgres", ""))
+	c := dialRaw(t, h.addr(0))
+	h.eventually("the connection is held", func() bool { return h.held("db") == 1 })
+	sent := make(chan error, 1)
+	go func() {
+		// No half-close: while held, that reads as a client that left.
+		_, err := c.Write(bytes.Repeat([]byte("e"), size))
+		sent <- err
+	}()
+	// The client's send settles on what the resolver and the sockets
+	// take before the wake.
+	time.Sleep(300 * time.Millisecond)
+	h.ready("dbsvc", "dbsvc-abc", "postgres", l.Addr().String())
+	_ = c.SetReadDeadline(time.Now().Add(waitTimeout))
+	n, err := io.CopyN(io.Discard, c, size)
+	if err != nil {
+		t.Fatalf("echoed %d of %d bytes, %v", n, size, err)
+	}
+	if err := <-sent; err != nil {
+		t.Errorf("send: %v", err)
+	}
+}

@@ -79,13 +79,11 @@ func (p *TCP) Serve(c net.Conn, t route.Target) {
 	}
 	defer up.Close()
 	p.rec.Forwarded(t.ElastiService)
-	if len(pending) > 0 {
-		if _, err := up.Write(pending); err != nil {
-			log.V(1).Info("write held bytes upstream failed", "err", err.Error())
-			return
-		}
-	}
-	splice(c, up)
+	// What was read while holding goes first, on the copy towards the pod,
+	// while the copy back already runs: a pod that answers as it reads (an
+	// echo, a database streaming results) must not stall on an answer
+	// nobody reads while megabytes of backlog are written to it.
+	splice(c, up, pending)
 }
 
 // drainBacklog is h.DrainBacklog, a few connections at a time: each may
@@ -101,12 +99,17 @@ func (p *TCP) drainBacklog(h *park.HeldConn) ([]byte, error) {
 }
 
 // splice copies both ways until both directions are done, passing each
-// half-close on to the other side. If one direction fails, both connections
+// half-close on to the other side; pending goes to up before the rest of
+// client. If one direction fails, both connections
 // are closed so the other copy ends too.
-func splice(client, up net.Conn) {
+func splice(client, up net.Conn, pending []byte) {
 	errc := make(chan error, 1)
 	go func() {
-		_, err := io.Copy(up, client)
+		_, err := up.Write(pending)
+		if err == nil {
+			// Copied straight from socket to socket (splice) from here.
+			_, err = io.Copy(up, client)
+		}
 		closeWrite(up)
 		errc <- err
 	}()
