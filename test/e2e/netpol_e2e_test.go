@@ -200,6 +200,11 @@ func TestNetworkPolicyNotBypassedThroughResolver(t *testing.T) {
 	// with the Service's name.
 	e.WaitAwake(t, ns, "guarded", 2*time.Minute)
 	backendURL = "http://" + net.JoinHostPort(podIP("guarded"), fmt.Sprint(DemoHTTPTarget)) + "/" // the woken pod's
+	// The policy controller programs the woken pod's address a moment
+	// after it starts: until then the outsider reaches it directly, which
+	// is no bypass through the resolver. (This wait was hidden in the 30s
+	// linger while the resolver port answered 404 only after it.)
+	Eventually(t, 2*time.Minute, time.Second, checkPolicy)
 	warmSince := time.Now()
 	Eventually(t, 2*time.Minute, time.Second, func(ctx context.Context) error {
 		body, err := relayGet(ctx, e, outsider, viaResolver, policyWait)
