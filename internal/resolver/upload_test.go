@@ -335,7 +335,32 @@ func TestHeldBytesBudget(t *testing.T) {
 		if _, err := io.ReadFull(c, buf); err != nil || buf[0] != 'q' || buf[len(buf)-1] != 'q' {
 			t.Errorf("TCP connection %d: echo %v, want its held bytes back", i, err)
 		}
+	}
+	// Given back once the holds are over, while the connections live on.
+	h.eventually("the budget is given back", func() bool { return h.r.heldBytes.Taken() == 0 })
+	for _, c := range conns {
 		c.Close()
 	}
-	h.eventually("the budget is given back", func() bool { return h.r.heldBytes.Taken() == 0 })
+}
+
+// TestHeldTCPGivesItsShareBackAtRelease: a held TCP connection gives its
+// share of the read-ahead budget back once its held bytes are with the pod,
+// not when it closes, hours later perhaps.
+func TestHeldTCPGivesItsShareBackAtRelease(t *testing.T) {
+	h := newHarness(t, 1, func(o *Options) { o.Hold.MaxHeldBytes = DefaultReadAheadBytes })
+	tcp := newTCPRecorder(t)
+	h.mapPort("db", "dbsvc", nil, h.proxyPort(0, "postgres", ""))
+	c := dialRaw(t, h.addr(0))
+	h.eventually("the connection is held", func() bool { return h.held("db") == 1 })
+	if _, err := c.Write([]byte("SELECT 1")); err != nil {
+		t.Fatal(err)
+	}
+	h.eventually("its share is taken", func() bool { return h.r.heldBytes.Taken() > 0 })
+	h.ready("dbsvc", "dbsvc-abc", "postgres", tcp.addr())
+	buf := make([]byte, len("SELECT 1"))
+	_ = c.SetReadDeadline(time.Now().Add(waitTimeout))
+	if _, err := io.ReadFull(c, buf); err != nil || string(buf) != "SELECT 1" {
+		t.Fatalf("echo %q, %v", buf, err)
+	}
+	h.eventually("its share is given back while it stays open", func() bool { return h.r.heldBytes.Taken() == 0 })
 }

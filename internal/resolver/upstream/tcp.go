@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"net"
+	"sync"
 
 	"github.com/go-logr/logr"
 
@@ -51,7 +52,11 @@ func (p *TCP) Serve(c net.Conn, t route.Target) {
 	// A spent budget reads one byte ahead at most: the socket watch (or
 	// that byte's read) still sees the client go.
 	reserved := p.budget.Take(p.readAhead)
-	defer p.budget.Give(reserved)
+	// Given back once the backlog is written to the pod (the hold's reads
+	// are over), not when the connection ends: a connection may live for
+	// hours after its wake.
+	done := sync.OnceFunc(func() { p.budget.Give(reserved) })
+	defer done()
 	h := park.WatchHeld(c, reserved)
 	rel, err := p.hold.Hold(p.stop, t, h.Watch)
 	pending, werr := h.StopWatching()
@@ -83,7 +88,7 @@ func (p *TCP) Serve(c net.Conn, t route.Target) {
 	// while the copy back already runs: a pod that answers as it reads (an
 	// echo, a database streaming results) must not stall on an answer
 	// nobody reads while megabytes of backlog are written to it.
-	splice(c, up, pending)
+	splice(c, up, pending, done)
 }
 
 // drainBacklog is h.DrainBacklog, a few connections at a time: each may
@@ -100,12 +105,14 @@ func (p *TCP) drainBacklog(h *park.HeldConn) ([]byte, error) {
 
 // splice copies both ways until both directions are done, passing each
 // half-close on to the other side; pending goes to up before the rest of
-// client. If one direction fails, both connections
+// client, and written is called once it has. If one direction fails, both connections
 // are closed so the other copy ends too.
-func splice(client, up net.Conn, pending []byte) {
+func splice(client, up net.Conn, pending []byte, written func()) {
 	errc := make(chan error, 1)
 	go func() {
 		_, err := up.Write(pending)
+		pending = nil
+		written()
 		if err == nil {
 			// Copied straight from socket to socket (splice) from here.
 			_, err = io.Copy(up, client)
