@@ -276,18 +276,32 @@ func (u *recordingUpstream) requests() []seenRequest {
 // tcpRecorder stands in for a TCP pod: it counts accepted connections and
 // echoes what each sends.
 type tcpRecorder struct {
-	l     net.Listener
-	mu    sync.Mutex
-	count int
+	address string
+	mu      sync.Mutex
+	count   int
 }
 
 func newTCPRecorder(t testing.TB) *tcpRecorder {
+	t.Helper()
+	u := &tcpRecorder{}
+	u.address = tcpPod(t, func(c net.Conn) {
+		u.mu.Lock()
+		u.count++
+		u.mu.Unlock()
+		_, _ = io.Copy(c, c)
+	})
+	return u
+}
+
+// tcpPod stands in for a TCP pod on loopback: each connection it accepts
+// is served by serve, in a goroutine of its own, and closed after. It
+// returns the pod's address.
+func tcpPod(t testing.TB, serve func(c net.Conn)) string {
 	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	u := &tcpRecorder{l: l}
 	t.Cleanup(func() { l.Close() })
 	go func() {
 		for {
@@ -295,16 +309,16 @@ func newTCPRecorder(t testing.TB) *tcpRecorder {
 			if err != nil {
 				return
 			}
-			u.mu.Lock()
-			u.count++
-			u.mu.Unlock()
-			go func() { defer c.Close(); _, _ = io.Copy(c, c) }()
+			go func() {
+				defer c.Close()
+				serve(c)
+			}()
 		}
 	}()
-	return u
+	return l.Addr().String()
 }
 
-func (u *tcpRecorder) addr() string { return u.l.Addr().String() }
+func (u *tcpRecorder) addr() string { return u.address }
 
 func (u *tcpRecorder) connections() int {
 	u.mu.Lock()

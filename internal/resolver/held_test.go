@@ -372,22 +372,11 @@ func TestHeldTCPBacklogEchoedAsItIsSent(t *testing.T) {
 		}
 	})
 	// An echo pod with small socket buffers too.
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { l.Close() })
-	go func() {
-		for {
-			pc, err := l.Accept()
-			if err != nil {
-				return
-			}
-			_ = pc.(*net.TCPConn).SetReadBuffer(64 << 10)
-			_ = pc.(*net.TCPConn).SetWriteBuffer(64 << 10)
-			go func() { defer pc.Close(); _, _ = io.Copy(pc, pc) }()
-		}
-	}()
+	pod := tcpPod(t, func(c net.Conn) {
+		_ = c.(*net.TCPConn).SetReadBuffer(64 << 10)
+		_ = c.(*net.TCPConn).SetWriteBuffer(64 << 10)
+		_, _ = io.Copy(c, c)
+	})
 	h.mapPort("db", "dbsvc", nil, h.proxyPort(0, "postgres", ""))
 	c := dialRaw(t, h.addr(0))
 	h.eventually("the connection is held", func() bool { return h.held("db") == 1 })
@@ -400,7 +389,7 @@ func TestHeldTCPBacklogEchoedAsItIsSent(t *testing.T) {
 	// The client's send settles on what the resolver and the sockets
 	// take before the wake.
 	time.Sleep(300 * time.Millisecond)
-	h.ready("dbsvc", "dbsvc-abc", "postgres", l.Addr().String())
+	h.ready("dbsvc", "dbsvc-abc", "postgres", pod)
 	_ = c.SetReadDeadline(time.Now().Add(waitTimeout))
 	n, err := io.CopyN(io.Discard, c, size)
 	if err != nil {

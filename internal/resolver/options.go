@@ -110,7 +110,7 @@ type HTTPOptions struct {
 	MaxConcurrentStreams int
 	// ClusterDomain is the cluster's DNS domain, for telling a Host that
 	// names another Service (<name>.<namespace>.svc.<ClusterDomain>),
-	// which gets 421 (handler.Misdirected).
+	// which gets 421 (handler.Hosts.Misdirected).
 	ClusterDomain string
 }
 

@@ -119,6 +119,7 @@ func New(pm *ports.PortMap, eps *endpoints.Endpoints, opts Options) (*Resolver, 
 	r.proxy = upstream.NewProxy(dialer, eps, r.pacer, rec, opts.Log, errorLog)
 	r.heldBytes = park.NewBudget(opts.Hold.MaxHeldBytes)
 	r.tcp = upstream.NewTCP(r.state.stopCtx, r.hold, dialer, rec, opts.Log, opts.Hold.ReadAheadBytes, r.heldBytes)
+	hosts := handler.NewHosts(opts.HTTP.ClusterDomain, pm)
 	r.parker = park.New(park.Config{
 		Hold:    r.hold,
 		Pacer:   r.pacer,
@@ -127,7 +128,7 @@ func New(pm *ports.PortMap, eps *endpoints.Endpoints, opts Options) (*Resolver, 
 		// A misdirected request is answered 421 by requireMapping, so
 		// it is never parked.
 		Answered: func(rt route.Route, req *http.Request) bool {
-			return handler.Misdirected(req.Host, rt, opts.HTTP.ClusterDomain, pm) || handler.Answered(rt.Target, req)
+			return hosts.Misdirected(req.Host, rt) || handler.Answered(rt.Target, req)
 		},
 		Track:             r.state.parked.add,
 		PortsClosed:       r.state.portsClosed,

@@ -173,27 +173,13 @@ func TestHeldTCPUploadArrivesWhole(t *testing.T) {
 	h := newHarness(t, 1, nil)
 	// The pod answers with the length and SHA-256 of what it got, once the
 	// client half-closes.
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { l.Close() })
-	go func() {
-		for {
-			c, err := l.Accept()
-			if err != nil {
-				return
-			}
-			go func() {
-				defer c.Close()
-				sum := sha256.New()
-				n, err := io.Copy(sum, c)
-				if err == nil {
-					fmt.Fprintf(c, "%d %x", n, sum.Sum(nil))
-				}
-			}()
+	pod := tcpPod(t, func(c net.Conn) {
+		sum := sha256.New()
+		n, err := io.Copy(sum, c)
+		if err == nil {
+			fmt.Fprintf(c, "%d %x", n, sum.Sum(nil))
 		}
-	}()
+	})
 	h.mapPort("db", "dbsvc", nil, h.proxyPort(0, "postgres", ""))
 	before := heapInUse()
 
@@ -217,7 +203,7 @@ func TestHeldTCPUploadArrivesWhole(t *testing.T) {
 	}
 	t.Logf("held with %d of %d bytes sent", sent, size)
 
-	h.ready("dbsvc", "dbsvc-abc", "postgres", l.Addr().String())
+	h.ready("dbsvc", "dbsvc-abc", "postgres", pod)
 	if err := <-sendErr; err != nil {
 		t.Fatalf("sending: %v", err)
 	}
@@ -240,16 +226,7 @@ func TestHeldH2CUploadWithinItsWindow(t *testing.T) {
 	req, _ := http.NewRequest(http.MethodPost, "http://"+h.addr(0)+"/upload", io.NopCloser(body))
 	req.ContentLength = size
 	done := make(chan result, 1)
-	go func() {
-		resp, err := h2cClient().Do(req)
-		if err != nil {
-			done <- result{err: err}
-			return
-		}
-		defer resp.Body.Close()
-		b, err := io.ReadAll(resp.Body)
-		done <- result{status: resp.StatusCode, body: string(b), err: err}
-	}()
+	go send(h2cClient(), req, done)
 	h.eventually("the upload is held", func() bool { return h.held("web") == 1 })
 	sent := body.settled(h)
 	// The client's Transport reads one buffer of its body ahead, past what

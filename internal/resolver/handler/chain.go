@@ -106,7 +106,7 @@ func Chain(c Config) http.Handler {
 	h = &holdUntilReady{next: h, parker: c.Parker, rec: c.Recorder, log: c.Log, retryAfter: c.RetryAfter, readAhead: c.ReadAheadBytes, budget: c.HeldBytes}
 	h = &answerWakingPage{next: h, hold: c.Hold, endpoints: c.Endpoints, progress: c.Progress, pages: c.Pages, rec: c.Recorder, clock: c.Clock, log: c.Log}
 	h = &answerStatic{next: h, endpoints: c.Endpoints, rec: c.Recorder, log: c.Log, readAhead: c.ReadAheadBytes, readHeaderTimeout: c.ReadHeaderTimeout}
-	h = &requireMapping{next: h, rec: c.Recorder, clusterDomain: c.ClusterDomain, namespaces: c.Namespaces}
+	h = &requireMapping{next: h, rec: c.Recorder, hosts: NewHosts(c.ClusterDomain, c.Namespaces)}
 	h = &recoverPanics{next: h, log: c.Log}
 	return h
 }

@@ -14,17 +14,16 @@ import (
 // Target whose Host does not name another Service, and refuses CONNECT:
 // the resolver is no open proxy.
 type requireMapping struct {
-	next          http.Handler
-	rec           Recorder
-	clusterDomain string
-	namespaces    Namespaces
+	next  http.Handler
+	rec   Recorder
+	hosts Hosts
 }
 
 func (h *requireMapping) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	// Without a route (a connection that did not come through the
 	// resolver's accept loops) the zero route is unmapped, on port 0.
 	rt, _ := route.From(req.Context())
-	if !rt.Mapped && ToResolver(req.Host, rt.Local) {
+	if !rt.Mapped && addressedToResolver(req.Host, rt.Local) {
 		// Addressed to the resolver pod itself: the same answer as on a
 		// mapped port, so that a scan of the range tells nothing.
 		h.misdirected(w, rt)
@@ -41,7 +40,7 @@ func (h *requireMapping) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 		http.Error(w, "elasti resolver: CONNECT is not proxied", http.StatusMethodNotAllowed)
 		return
 	}
-	if Misdirected(req.Host, rt, h.clusterDomain, h.namespaces) {
+	if h.hosts.Misdirected(req.Host, rt) {
 		h.misdirected(w, rt)
 		return
 	}

@@ -48,7 +48,7 @@ func TestRequireMappingToTheResolverItself(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			held := false
 			rec := refusals{}
-			h := &requireMapping{next: http.HandlerFunc(func(http.ResponseWriter, *http.Request) { held = true }), rec: rec, clusterDomain: "cluster.local"}
+			h := &requireMapping{next: http.HandlerFunc(func(http.ResponseWriter, *http.Request) { held = true }), rec: rec, hosts: NewHosts("cluster.local", nil)}
 			req := httptest.NewRequest(http.MethodGet, "/", nil)
 			req.Host = tc.host
 			req = req.WithContext(route.With(req.Context(), tc.rt))

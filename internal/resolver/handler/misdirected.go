@@ -8,10 +8,10 @@ import (
 	"elasti.dev/elasti/internal/resolver/route"
 )
 
-// ToResolver reports whether host (a request's Host) is the address the
-// connection arrived at, local: the request was addressed to the resolver
-// pod itself (toResolver).
-func ToResolver(host string, local netip.Addr) bool {
+// addressedToResolver reports whether host (a request's Host) is the
+// address the connection arrived at, local: the request was addressed to
+// the resolver pod itself (toResolver).
+func addressedToResolver(host string, local netip.Addr) bool {
 	ip, err := netip.ParseAddr(hostName(host))
 	return err == nil && toResolver(ip, local)
 }
@@ -36,13 +36,34 @@ func toResolver(ip, local netip.Addr) bool {
 
 // Namespaces says whether a namespace has had an ElastiService while this
 // resolver ran (ports.PortMap): a host name <name>.<namespace> with such a
-// namespace is taken for a Service's short name, not a public domain.
+// namespace is taken for a Service's short name, not a public domain. The
+// namespace is in lower case.
 type Namespaces interface {
 	Known(namespace string) bool
 }
 
+// Hosts tells which Hosts name another Service than a route's (Misdirected).
+// Build it once with NewHosts: it is asked on every request.
+type Hosts struct {
+	// clusterSuffix is "." and the cluster domain, in lower case; empty
+	// without one.
+	clusterSuffix string
+	namespaces    Namespaces
+}
+
+// NewHosts returns the Hosts of a cluster whose DNS domain is
+// clusterDomain (such as cluster.local), whose namespaces with
+// ElastiServices namespaces knows (nil: none).
+func NewHosts(clusterDomain string, namespaces Namespaces) Hosts {
+	h := Hosts{namespaces: namespaces}
+	if d := strings.ToLower(strings.Trim(clusterDomain, ".")); d != "" {
+		h.clusterSuffix = "." + d
+	}
+	return h
+}
+
 // Misdirected reports whether host (a request's Host, or its :authority)
-// names an in-cluster Service other than t's. A resolver port leads to one
+// names an in-cluster Service other than rt's. A resolver port leads to one
 // Service only, so such a request was meant for another Service: a data
 // plane that still routes a freed port (a node cut off from the API
 // server, a stuck ingress controller) would otherwise hand it, with its
@@ -57,7 +78,8 @@ type Namespaces interface {
 // tell (a ClusterIP, a node port, a load balancer's address all reach it),
 // and any other name may be an ingress's public host: both pass, except
 // the resolver pod's own address (toResolver), which names no Service.
-func Misdirected(host string, rt route.Route, clusterDomain string, namespaces Namespaces) bool {
+// Service names and namespaces are DNS labels, in lower case already.
+func (h Hosts) Misdirected(host string, rt route.Route) bool {
 	host = hostName(host)
 	if host == "" {
 		return false
@@ -65,26 +87,25 @@ func Misdirected(host string, rt route.Route, clusterDomain string, namespaces N
 	if ip, err := netip.ParseAddr(host); err == nil {
 		return toResolver(ip, rt.Local)
 	}
-	t := rt.Target
-	name, ns := strings.ToLower(t.Service.Name), strings.ToLower(t.Service.Namespace)
-	labels := strings.Split(host, ".")
-	if n := len(labels); n >= 3 {
-		// Strip the cluster domain, then look for the svc label.
-		rest := host
-		if clusterDomain != "" {
-			rest = strings.TrimSuffix(host, "."+strings.ToLower(strings.Trim(clusterDomain, ".")))
+	name, ns := rt.Target.Service.Name, rt.Target.Service.Namespace
+	if rest, ok := strings.CutSuffix(strings.TrimSuffix(host, h.clusterSuffix), ".svc"); ok {
+		// rest is <...>.<name>.<namespace>; a bare <namespace>.svc names
+		// no Service.
+		i := strings.LastIndexByte(rest, '.')
+		if i < 0 {
+			return false
 		}
-		if l := strings.Split(rest, "."); len(l) >= 3 && l[len(l)-1] == "svc" {
-			return l[len(l)-3] != name || l[len(l)-2] != ns
-		}
+		svc := rest[:i]
+		return svc[strings.LastIndexByte(svc, '.')+1:] != name || rest[i+1:] != ns
 	}
-	switch len(labels) {
-	case 1:
-		return labels[0] != name
-	case 2:
-		if namespaces != nil && namespaces.Known(labels[1]) {
-			return labels[0] != name || labels[1] != ns
-		}
+	first, second, dotted := strings.Cut(host, ".")
+	switch {
+	case !dotted:
+		return host != name
+	case strings.Contains(second, "."):
+		return false
+	case h.namespaces != nil && h.namespaces.Known(second):
+		return first != name || second != ns
 	}
 	return false
 }

@@ -31,25 +31,25 @@ func TestMisdirected(t *testing.T) {
 		// The resolver pod's own address: a scan, not a Service's client.
 		"10.244.0.7": true, "10.244.0.7:20001": true,
 	} {
-		if got := Misdirected(host, target, "cluster.local", known); got != want {
+		if got := NewHosts("cluster.local", known).Misdirected(host, target); got != want {
 			t.Errorf("Misdirected(%q) = %v, want %v", host, got, want)
 		}
 	}
 	// Another cluster domain: the cluster.local forms are not this
 	// cluster's, so they name no Service here.
-	if Misdirected("web.shop.svc.corp.internal", target, "corp.internal", known) {
+	if NewHosts("corp.internal", known).Misdirected("web.shop.svc.corp.internal", target) {
 		t.Error("own name under a custom cluster domain refused")
 	}
-	if !Misdirected("api.shop.svc.corp.internal", target, "corp.internal", known) {
+	if !NewHosts("corp.internal", known).Misdirected("api.shop.svc.corp.internal", target) {
 		t.Error("another Service under a custom cluster domain let through")
 	}
 	// Loopback is the pod's (and tests') own: left alone.
 	loopback := target
 	loopback.Local = netip.MustParseAddr("127.0.0.1")
-	if Misdirected("127.0.0.1:20001", loopback, "cluster.local", known) || ToResolver("127.0.0.1", loopback.Local) {
+	if NewHosts("cluster.local", known).Misdirected("127.0.0.1:20001", loopback) || addressedToResolver("127.0.0.1", loopback.Local) {
 		t.Error("a request to the loopback address taken for a scan")
 	}
-	if !ToResolver("[::ffff:10.244.0.7]:80", target.Local) || ToResolver("10.96.0.1", target.Local) || ToResolver("web", target.Local) {
+	if !addressedToResolver("[::ffff:10.244.0.7]:80", target.Local) || addressedToResolver("10.96.0.1", target.Local) || addressedToResolver("web", target.Local) {
 		t.Error("ToResolver tells the resolver's own address wrongly")
 	}
 }

@@ -2,7 +2,6 @@ package ports
 
 import (
 	"context"
-	"strings"
 	"sync"
 	"time"
 
@@ -328,15 +327,16 @@ func (m *PortMap) get(port int32) (route.Target, bool, <-chan struct{}) {
 	return route.Target{}, false, m.changed
 }
 
-// Known reports whether namespace has had an ElastiService while this
+// Known reports whether namespace (in lower case, as every namespace is)
+// has had an ElastiService while this
 // resolver ran: a host name <name>.<namespace> then names a Service of the
-// cluster rather than a public domain (handler.Misdirected). A namespace
+// cluster rather than a public domain (handler.Hosts.Misdirected). A namespace
 // stays known after its ElastiServices go, as its Services' clients may
 // still call.
 func (m *PortMap) Known(namespace string) bool {
 	m.mu.RLock()
 	defer m.mu.RUnlock()
-	_, ok := m.namespaces[strings.ToLower(namespace)]
+	_, ok := m.namespaces[namespace]
 	return ok
 }
 

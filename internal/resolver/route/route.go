@@ -21,7 +21,7 @@ type Route struct {
 	// Local is the address the connection arrived at: the resolver pod's
 	// own, since kube-proxy's translation happens before. A request that
 	// names it in Host was addressed to the resolver itself, not to a
-	// Service (handler.Misdirected).
+	// Service (handler.Hosts.Misdirected).
 	Local netip.Addr
 }
 
