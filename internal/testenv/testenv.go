@@ -7,9 +7,12 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
@@ -120,13 +123,59 @@ func Start(opts Options) (*Env, error) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	for _, policy := range []string{"trigger-threshold.yaml", "status-writers.yaml"} {
+	// trigger-threshold goes last: waitForPolicies probes it, and the API
+	// server's policy informers see objects in the order they were written.
+	for _, policy := range []string{"status-writers.yaml", "trigger-threshold.yaml"} {
 		if err := e.Apply(ctx, filepath.Join(root, "config", "admission", policy)); err != nil {
 			_ = env.Stop()
 			return nil, err
 		}
 	}
+	if err := e.waitForPolicies(); err != nil {
+		_ = env.Stop()
+		return nil, err
+	}
 	return e, nil
+}
+
+// waitForPolicies returns once the admission policies applied by Start
+// refuse what they must. The API server compiles a ValidatingAdmissionPolicy
+// and its binding a moment after they are written, from its own informers;
+// a test that creates an invalid ElastiService before then sees it accepted
+// (seen in CI on a busy machine: every threshold case of
+// TestInvalidElastiServicesAreRejected accepted). The probe is a dry-run
+// create of an ElastiService whose threshold is not a number, which the
+// schema lets through and elasti-trigger-threshold refuses; dry-run requests
+// pass through admission and store nothing. The informers deliver in write
+// order and the policies are applied status-writers first, so once the
+// last-applied policy answers the earlier one does as well.
+func (e *Env) waitForPolicies() error {
+	th := elastiv1alpha1.Threshold("not-a-number")
+	probe := &elastiv1alpha1.ElastiService{
+		ObjectMeta: metav1.ObjectMeta{Namespace: metav1.NamespaceDefault, Name: "testenv-policy-probe"},
+		Spec: elastiv1alpha1.ElastiServiceSpec{
+			Service:        "probe",
+			ScaleTargetRef: elastiv1alpha1.ScaleTargetRef{APIVersion: "apps/v1", Kind: "Deployment", Name: "probe"},
+			Triggers: []elastiv1alpha1.ScaleTrigger{{
+				Type:     elastiv1alpha1.TriggerTypeNetwork,
+				Metadata: elastiv1alpha1.TriggerMetadata{Threshold: &th},
+			}},
+		},
+	}
+	const limit = 2 * time.Minute
+	deadline := time.Now().Add(limit)
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		err := e.Client.Create(ctx, probe.DeepCopy(), client.DryRunAll)
+		cancel()
+		if apierrors.IsInvalid(err) && strings.Contains(err.Error(), "elasti-trigger-threshold") {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("admission policy elasti-trigger-threshold not in effect %v after it was applied: a dry-run ElastiService with threshold %q got %v", limit, th, err)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
 }
 
 // Stop stops the control plane.
