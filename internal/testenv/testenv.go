@@ -172,7 +172,7 @@ func (e *Env) waitForPolicies() error {
 			return nil
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("admission policy elasti-trigger-threshold not in effect %v after it was applied: a dry-run ElastiService with threshold %q got %v", limit, th, err)
+			return fmt.Errorf("admission policy elasti-trigger-threshold not in effect %v after it was applied: a dry-run ElastiService with threshold %q got %w", limit, th, err)
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
