@@ -172,6 +172,9 @@ func (e *Env) waitForPolicies() error {
 			return nil
 		}
 		if time.Now().After(deadline) {
+			if err == nil {
+				err = errors.New("accepted")
+			}
 			return fmt.Errorf("admission policy elasti-trigger-threshold not in effect %v after it was applied: a dry-run ElastiService with threshold %q got %w", limit, th, err)
 		}
 		time.Sleep(200 * time.Millisecond)
