@@ -375,4 +375,15 @@ func TestIntegrationSlicesFollowedOnlyWhileMapped(t *testing.T) {
 	if !h.endpoints.AnyReady(svcB) {
 		t.Error("B's slices went with A's")
 	}
+
+	// A resolver that starts now (a restart) finds B mapped and its slice
+	// in its first lists, and only B.
+	pm, eps := ports.NewPortMap(), endpoints.New()
+	if _, err := ports.Watch(ctx, env.Config, pm, eps, ports.WatchOptions{Namespaces: []string{ns}, Log: testLogger(t)}); err != nil {
+		t.Fatal(err)
+	}
+	h.eventually("a new resolver has B's endpoint", func() bool { return len(eps.Ready(svcB, "http")) == 1 })
+	if eps.Feeding(svcA) || eps.AnyReady(svcA) {
+		t.Error("a new resolver follows A's slices while A is in serve mode")
+	}
 }

@@ -1,6 +1,7 @@
 package endpoints
 
 import (
+	"maps"
 	"net"
 	"slices"
 	"strconv"
@@ -81,6 +82,12 @@ func New() *Endpoints {
 var trustedWriters = map[string]bool{
 	"endpointslice-controller.k8s.io":          true,
 	"endpointslicemirroring-controller.k8s.io": true,
+}
+
+// TrustedWriters returns the managed-by values of the slices the tracker
+// uses, for a watch to select server-side.
+func TrustedWriters() []string {
+	return slices.Sorted(maps.Keys(trustedWriters))
 }
 
 // serviceOf returns the Service a slice belongs to, or false for slices the

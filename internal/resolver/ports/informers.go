@@ -5,10 +5,10 @@ import (
 	"fmt"
 
 	"github.com/go-logr/logr"
+	discoveryv1 "k8s.io/api/discovery/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
-	discoveryv1client "k8s.io/client-go/kubernetes/typed/discovery/v1"
 	"k8s.io/client-go/rest"
 	toolscache "k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
@@ -30,17 +30,21 @@ type WatchOptions struct {
 	Log        logr.Logger
 }
 
-// Watch starts the informers that feed ports and endpoints, until ctx ends:
+// Watch starts the two informers that feed ports and endpoints, until ctx
+// ends, in opts.Namespaces or all namespaces:
 //   - one on ElastiServices (status.mode, status.proxyPorts, spec.proxy,
-//     the FallbackActive condition, status.wakeProgress), in
-//     opts.Namespaces or all namespaces, into ports. Every add and update
-//     is handed on whole, status-only ones included: a wake's progress
-//     reaches the waking page without a change to the spec;
-//   - one per Service ports has a port of, on that Service's own
-//     EndpointSlices, into eps (sliceWatches, slicewatch.go).
+//     the FallbackActive condition, status.wakeProgress), into ports. Every
+//     add and update is handed on whole, status-only ones included: a
+//     wake's progress reaches the waking page without a change to the spec;
+//   - one on the EndpointSlices Kubernetes' own controllers write, selected
+//     server-side by their managed-by label and cut down to what the
+//     endpoints tracker reads, into eps for the Services ports has a port
+//     of (sliceWatches, slicewatch.go).
 //
-// Every watch is event-driven and scoped server-side; the resolver needs
-// only get/list/watch on these two resources, in the namespaces it watches.
+// Two watches whatever the number of ElastiServices: a resolver's start
+// costs the API server two LISTs per namespace followed, not one per
+// Service. The resolver needs only get/list/watch on these two resources,
+// in the namespaces it watches.
 //
 // The returned synced reports true once the ElastiService informer has
 // delivered its initial list to ports: the resolver's readiness. A
@@ -51,22 +55,25 @@ func Watch(ctx context.Context, cfg *rest.Config, ports *PortMap, eps *endpoints
 	if err := elastiv1alpha1.AddToScheme(scheme); err != nil {
 		return nil, fmt.Errorf("register elasti.dev/v1alpha1: %w", err)
 	}
-	// One HTTP client, so that every informer shares its connections to the
-	// API server.
-	httpClient, err := rest.HTTPClientFor(cfg)
-	if err != nil {
-		return nil, fmt.Errorf("build API server HTTP client: %w", err)
+	if err := discoveryv1.AddToScheme(scheme); err != nil {
+		return nil, fmt.Errorf("register discovery.k8s.io/v1: %w", err)
 	}
 	// A static REST mapping: no discovery round-trips, and start-up does
 	// not fail when the API server is briefly unreachable (the informers
 	// retry on their own and readiness waits for them).
 	mapper := meta.NewDefaultRESTMapper(nil)
 	mapper.Add(elastiv1alpha1.GroupVersion.WithKind("ElastiService"), meta.RESTScopeNamespace)
+	mapper.Add(discoveryv1.SchemeGroupVersion.WithKind("EndpointSlice"), meta.RESTScopeNamespace)
+	// A cache of several namespaces asks the mapper about the list's own
+	// kind when it is read (informedSlices.Slices).
+	mapper.Add(discoveryv1.SchemeGroupVersion.WithKind("EndpointSliceList"), meta.RESTScopeNamespace)
 	cacheOpts := cache.Options{
-		HTTPClient:       httpClient,
 		Scheme:           scheme,
 		Mapper:           mapper,
 		DefaultTransform: cache.TransformStripManagedFields(),
+		ByObject: map[client.Object]cache.ByObject{
+			&discoveryv1.EndpointSlice{}: {Label: ownSlices(), Transform: summarizeSlice},
+		},
 	}
 	if len(opts.Namespaces) > 0 {
 		cacheOpts.DefaultNamespaces = map[string]cache.Config{}
@@ -77,18 +84,6 @@ func Watch(ctx context.Context, cfg *rest.Config, ports *PortMap, eps *endpoints
 	c, err := cache.New(cfg, cacheOpts)
 	if err != nil {
 		return nil, fmt.Errorf("build informer cache: %w", err)
-	}
-	// Each Service's watch starts with a request or two, and after a restart
-	// every Service in proxy mode starts at once. A client-side rate limit
-	// (ctrl.GetConfig's is 20 per second) would leave the last of a thousand
-	// Services unforwardable for more than a minute; the requests are small
-	// and label-selected, and the API server's priority and fairness is the
-	// limit that knows its load.
-	slicesCfg := rest.CopyConfig(cfg)
-	slicesCfg.QPS, slicesCfg.RateLimiter = -1, nil
-	slicesClient, err := discoveryv1client.NewForConfigAndClient(slicesCfg, httpClient)
-	if err != nil {
-		return nil, fmt.Errorf("build EndpointSlice client: %w", err)
 	}
 
 	esInformer, err := c.GetInformer(ctx, &elastiv1alpha1.ElastiService{})
@@ -108,7 +103,15 @@ func Watch(ctx context.Context, cfg *rest.Config, ports *PortMap, eps *endpoints
 		return nil, fmt.Errorf("ElastiService event handler: %w", err)
 	}
 
-	go newSliceWatches(ports, eps, informSlices(slicesClient, opts.Log)).run(ctx)
+	src, err := informSlices(ctx, c, opts.Log)
+	if err != nil {
+		return nil, err
+	}
+	w := newSliceWatches(ports, eps, src)
+	if src.reg, err = src.informer.AddEventHandler(w.handler()); err != nil {
+		return nil, fmt.Errorf("EndpointSlice event handler: %w", err)
+	}
+	go w.run(ctx)
 	go func() {
 		if err := c.Start(ctx); err != nil {
 			opts.Log.Error(err, "informers stopped")
@@ -116,6 +119,58 @@ func Watch(ctx context.Context, cfg *rest.Config, ports *PortMap, eps *endpoints
 	}()
 	return esReg.HasSynced, nil
 }
+
+// sliceIndex indexes the slice watch's store by "namespace/service".
+const sliceIndex = "elasti.dev/service"
+
+// informedSlices is the production sliceSource: the cache's EndpointSlice
+// informer and its index by Service.
+type informedSlices struct {
+	log      logr.Logger
+	cache    cache.Cache
+	informer cache.Informer
+	reg      toolscache.ResourceEventHandlerRegistration
+}
+
+func informSlices(ctx context.Context, c cache.Cache, log logr.Logger) (*informedSlices, error) {
+	err := c.IndexField(ctx, &discoveryv1.EndpointSlice{}, sliceIndex, func(o client.Object) []string {
+		s, ok := o.(*discoveryv1.EndpointSlice)
+		if !ok || s.Labels[discoveryv1.LabelServiceName] == "" {
+			return nil
+		}
+		return []string{serviceKey(s).String()}
+	})
+	if err != nil {
+		return nil, fmt.Errorf("index EndpointSlices by Service: %w", err)
+	}
+	inf, err := c.GetInformer(ctx, &discoveryv1.EndpointSlice{})
+	if err != nil {
+		return nil, fmt.Errorf("EndpointSlice informer: %w", err)
+	}
+	return &informedSlices{log: log, cache: c, informer: inf}, nil
+}
+
+func (s *informedSlices) Slices(svc types.NamespacedName) []*discoveryv1.EndpointSlice {
+	var list discoveryv1.EndpointSliceList
+	// The cache answers from memory; UnsafeDisableDeepCopy because nothing
+	// here modifies what it returns.
+	err := s.cache.List(context.Background(), &list, client.InNamespace(svc.Namespace),
+		client.MatchingFields{sliceIndex: svc.String()}, client.UnsafeDisableDeepCopy)
+	if err != nil {
+		// Only before the informer runs, or for a namespace not
+		// followed (the ElastiService informer does not see those):
+		// events fill the feed.
+		s.log.Error(err, "read a Service's EndpointSlices from the cache", "service", svc.String())
+		return nil
+	}
+	out := make([]*discoveryv1.EndpointSlice, len(list.Items))
+	for i := range list.Items {
+		out[i] = &list.Items[i]
+	}
+	return out
+}
+
+func (s *informedSlices) Synced() toolscache.DoneChecker { return s.reg.HasSyncedChecker() }
 
 func setElastiService(ports *PortMap, obj any) {
 	if es, ok := obj.(*elastiv1alpha1.ElastiService); ok {

@@ -4,64 +4,115 @@ import (
 	"context"
 	"sync"
 
-	"github.com/go-logr/logr"
+	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/selection"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/watch"
-	discoveryv1client "k8s.io/client-go/kubernetes/typed/discovery/v1"
 	toolscache "k8s.io/client-go/tools/cache"
-	"sigs.k8s.io/controller-runtime/pkg/cache"
 
 	"elasti.dev/elasti/internal/contract"
 	"elasti.dev/elasti/internal/resolver/endpoints"
 )
 
-// sliceWatches follows the EndpointSlices of exactly the Services the
-// PortMap has a port of, claimed or lingering: one informer per such
-// Service, scoped server-side to the Service's namespace and to its own
-// slices (kubernetes.io/service-name=<service>, not managed by elasti.dev).
-// An informer starts when the Service's first port is mapped and stops when
-// the Service has no port left, lingering ones included, so the resolver
-// holds the slices of the Services it may forward to and of no other.
+// sliceWatches hands the Endpoints tracker the EndpointSlices of exactly the
+// Services the PortMap has a port of, claimed or lingering, from one watch
+// of every Service's own slices in the namespaces the resolver follows (the
+// sliceSource). A Service gets a Feed when its first port is mapped and
+// loses it when it has no port left, lingering ones included, so the
+// tracker holds the endpoints of the Services the resolver may forward to
+// and of no other; the watch's store keeps, for every other Service, only
+// the few fields summarizeSlice leaves. The cost of one more mapped Service
+// is its entry in the tracker: no informer, goroutine or API call of its
+// own (docs/architecture.md, "Cost per ElastiService").
 //
-// Each informer feeds Endpoints through a Feed of its own:
-// until the informer has delivered its first full list the Service has no
-// ready endpoint, so forwarding never starts on a partial view, and held
-// requests are released by the event that completes the list or by the
-// first ready endpoint after it.
+// Until the watch has delivered its first full list no feed is synced, so
+// forwarding never starts on a partial view, and held requests are released
+// by the event that completes the list or by the first ready endpoint after
+// it. A feed started later is filled from the watch's store and is synced
+// at once.
 type sliceWatches struct {
 	ports     *PortMap
 	endpoints *endpoints.Endpoints
-	// start runs one informer of svc's own slices into f until ctx ends:
-	// informSlices in production, a stand-in in tests.
-	start func(ctx context.Context, svc types.NamespacedName, f endpoints.Feed)
+	source    sliceSource
 
 	mu      sync.Mutex
-	running map[types.NamespacedName]runningWatch
+	running map[types.NamespacedName]endpoints.Feed
+	synced  bool
 }
 
-type runningWatch struct {
-	stop context.CancelFunc
-	feed endpoints.Feed
+// sliceSource is the one watch of Services' own slices: an informer in
+// production (informSlices), a stand-in in tests.
+type sliceSource interface {
+	// Slices returns the slices of svc in the watch's store now. The
+	// caller must not modify them.
+	Slices(svc types.NamespacedName) []*discoveryv1.EndpointSlice
+	// Synced is done once the watch's first full list has been delivered
+	// to the handler that sliceWatches.handler returns.
+	Synced() toolscache.DoneChecker
 }
 
-func newSliceWatches(ports *PortMap, eps *endpoints.Endpoints, start func(context.Context, types.NamespacedName, endpoints.Feed)) *sliceWatches {
-	return &sliceWatches{ports: ports, endpoints: eps, start: start, running: map[types.NamespacedName]runningWatch{}}
+func newSliceWatches(ports *PortMap, eps *endpoints.Endpoints, source sliceSource) *sliceWatches {
+	return &sliceWatches{ports: ports, endpoints: eps, source: source, running: map[types.NamespacedName]endpoints.Feed{}}
 }
 
-// run keeps the informers in step with the PortMap until ctx ends, then
-// stops them all. It wakes on PortMap changes (ends of lingers included),
-// never on a timer of its own.
+// handler is the watch's event handler: each event goes to the feed of the
+// slice's Service, if it has one. A slice relabelled to another Service
+// leaves its old one.
+func (w *sliceWatches) handler() toolscache.ResourceEventHandler {
+	return toolscache.ResourceEventHandlerFuncs{
+		AddFunc: func(obj any) { w.update(nil, obj) },
+		UpdateFunc: func(old, obj any) {
+			w.update(old, obj)
+		},
+		DeleteFunc: func(obj any) {
+			if t, ok := obj.(toolscache.DeletedFinalStateUnknown); ok {
+				obj = t.Obj
+			}
+			if s, ok := obj.(*discoveryv1.EndpointSlice); ok {
+				w.remove(s)
+			}
+		},
+	}
+}
+
+func (w *sliceWatches) update(old, obj any) {
+	s, ok := obj.(*discoveryv1.EndpointSlice)
+	if !ok {
+		return
+	}
+	if o, ok := old.(*discoveryv1.EndpointSlice); ok && serviceKey(o) != serviceKey(s) {
+		w.remove(o)
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if f, ok := w.running[serviceKey(s)]; ok {
+		f.Update(s)
+	}
+}
+
+func (w *sliceWatches) remove(s *discoveryv1.EndpointSlice) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if f, ok := w.running[serviceKey(s)]; ok {
+		f.Delete(s.Namespace, s.Name)
+	}
+}
+
+// run keeps the feeds in step with the PortMap until ctx ends, then stops
+// them all. It wakes on PortMap changes (ends of lingers included) and on
+// the watch's first full list, never on a timer of its own.
 func (w *sliceWatches) run(ctx context.Context) {
+	synced := w.source.Synced().Done()
 	for {
 		want, changed := w.ports.Services()
 		w.reconcile(ctx, want)
 		select {
 		case <-changed:
+		case <-synced:
+			synced = nil
+			w.markSynced()
 		case <-ctx.Done():
 			w.reconcile(ctx, nil)
 			return
@@ -69,15 +120,14 @@ func (w *sliceWatches) run(ctx context.Context) {
 	}
 }
 
-// reconcile starts the informers of the Services in want that have none and
-// stops those of the Services no longer in it.
+// reconcile starts the feeds of the Services in want that have none, filled
+// from the watch's store, and stops those of the Services no longer in it.
 func (w *sliceWatches) reconcile(ctx context.Context, want map[types.NamespacedName]struct{}) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	for svc, rw := range w.running {
+	for svc, f := range w.running {
 		if _, ok := want[svc]; !ok {
-			rw.stop()
-			rw.feed.Stop()
+			f.Stop()
 			delete(w.running, svc)
 		}
 	}
@@ -89,9 +139,33 @@ func (w *sliceWatches) reconcile(ctx context.Context, want map[types.NamespacedN
 			continue
 		}
 		f := w.endpoints.StartFeed(svc)
-		watchCtx, stop := context.WithCancel(ctx)
-		w.running[svc] = runningWatch{stop: stop, feed: f}
-		w.start(watchCtx, svc, f)
+		w.running[svc] = f
+		if w.synced {
+			w.fillLocked(svc, f)
+		}
+	}
+}
+
+// fillLocked gives a feed the slices in the watch's store and reports it
+// synced. Events delivered meanwhile wait for w.mu and then find the feed;
+// a slice already in the store is read here and again by its event, which
+// says the same or newer.
+func (w *sliceWatches) fillLocked(svc types.NamespacedName, f endpoints.Feed) {
+	for _, s := range w.source.Slices(svc) {
+		f.Update(s)
+	}
+	f.Synced()
+}
+
+// markSynced fills every feed once the watch has delivered its first full
+// list: a feed started before then has seen only the events after its
+// start, and the store is complete only now.
+func (w *sliceWatches) markSynced() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.synced = true
+	for svc, f := range w.running {
+		w.fillLocked(svc, f)
 	}
 }
 
@@ -106,77 +180,58 @@ func (w *sliceWatches) watching() map[types.NamespacedName]bool {
 	return out
 }
 
-// ownSlices selects a Service's own EndpointSlices: those of the
-// EndpointSlice controller or any manager but Elasti, whose proxy slices
-// point at the resolvers themselves.
-func ownSlices(svc string) (labels.Selector, error) {
-	name, err := labels.NewRequirement(discoveryv1.LabelServiceName, selection.Equals, []string{svc})
-	if err != nil {
-		return nil, err
-	}
-	notElasti, err := labels.NewRequirement(contract.LabelManagedBy, selection.NotEquals, []string{contract.ManagedBy})
-	if err != nil {
-		return nil, err
-	}
-	return labels.NewSelector().Add(*name, *notElasti), nil
+// serviceKey names the Service a slice belongs to by its
+// kubernetes.io/service-name label; the empty name for none.
+func serviceKey(s *discoveryv1.EndpointSlice) types.NamespacedName {
+	return types.NamespacedName{Namespace: s.Namespace, Name: s.Labels[discoveryv1.LabelServiceName]}
 }
 
-// informSlices returns the production start function of sliceWatches: an
-// informer on client of the Service's own slices in its namespace, whose
-// events go to the feed, and which reports the feed synced once the first
-// list has been delivered (an event, not a poll).
-func informSlices(client discoveryv1client.EndpointSlicesGetter, log logr.Logger) func(context.Context, types.NamespacedName, endpoints.Feed) {
-	return func(ctx context.Context, svc types.NamespacedName, f endpoints.Feed) {
-		log := log.WithValues("service", svc.String())
-		sel, err := ownSlices(svc.Name)
-		if err != nil {
-			// A Service name the API accepted is always a valid label
-			// value; the Service stays without endpoints if not.
-			log.Error(err, "cannot select the Service's EndpointSlices")
-			return
-		}
-		slices := client.EndpointSlices(svc.Namespace)
-		lw := &toolscache.ListWatch{
-			ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
-				o.LabelSelector = sel.String()
-				return slices.List(ctx, o)
-			},
-			WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
-				o.LabelSelector = sel.String()
-				return slices.Watch(ctx, o)
-			},
-		}
-		inf := toolscache.NewSharedIndexInformer(lw, &discoveryv1.EndpointSlice{}, 0, toolscache.Indexers{})
-		if err := inf.SetTransform(cache.TransformStripManagedFields()); err != nil {
-			log.Error(err, "EndpointSlice informer transform")
-		}
-		reg, err := inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
-			AddFunc:    func(obj any) { updateSlice(f, obj) },
-			UpdateFunc: func(_, obj any) { updateSlice(f, obj) },
-			DeleteFunc: func(obj any) {
-				if key, ok := deletedKey(obj); ok {
-					f.Delete(key.Namespace, key.Name)
-				}
-			},
-		})
-		if err != nil {
-			log.Error(err, "EndpointSlice event handler")
-			return
-		}
-		go inf.RunWithContext(ctx)
-		go func() {
-			select {
-			case <-reg.HasSyncedChecker().Done():
-				f.Synced()
-			case <-ctx.Done():
-			}
-		}()
-		log.V(1).Info("following the Service's EndpointSlices")
+// ownSlices selects, server-side, the slices that Kubernetes' own
+// controllers wrote: the only ones the Endpoints tracker uses (it checks
+// again), and never Elasti's proxy slices, which point at the resolvers
+// themselves.
+func ownSlices() labels.Selector {
+	writers, err := labels.NewRequirement(contract.LabelManagedBy, selection.In, endpoints.TrustedWriters())
+	if err != nil {
+		panic(err) // constant, valid label values
 	}
+	return labels.NewSelector().Add(*writers)
 }
 
-func updateSlice(f endpoints.Feed, obj any) {
-	if s, ok := obj.(*discoveryv1.EndpointSlice); ok {
-		f.Update(s)
+// summarizeSlice is the watch's transform: it keeps of a slice only what
+// the Endpoints tracker reads (its Service, its writer, address type,
+// ports, and each endpoint's first address, conditions and Pod reference),
+// so that the store's cost for a Service nobody maps is a few hundred bytes.
+func summarizeSlice(obj any) (any, error) {
+	s, ok := obj.(*discoveryv1.EndpointSlice)
+	if !ok {
+		return obj, nil
 	}
+	out := &discoveryv1.EndpointSlice{
+		ObjectMeta: metav1.ObjectMeta{
+			Namespace:       s.Namespace,
+			Name:            s.Name,
+			ResourceVersion: s.ResourceVersion,
+			Labels: map[string]string{
+				discoveryv1.LabelServiceName: s.Labels[discoveryv1.LabelServiceName],
+				contract.LabelManagedBy:      s.Labels[contract.LabelManagedBy],
+			},
+		},
+		AddressType: s.AddressType,
+		Ports:       s.Ports,
+	}
+	if len(s.Endpoints) > 0 {
+		out.Endpoints = make([]discoveryv1.Endpoint, 0, len(s.Endpoints))
+	}
+	for _, ep := range s.Endpoints {
+		e := discoveryv1.Endpoint{Conditions: ep.Conditions}
+		if len(ep.Addresses) > 0 {
+			e.Addresses = ep.Addresses[:1:1]
+		}
+		if r := ep.TargetRef; r != nil {
+			e.TargetRef = &corev1.ObjectReference{Kind: r.Kind, Namespace: r.Namespace, Name: r.Name}
+		}
+		out.Endpoints = append(out.Endpoints, e)
+	}
+	return out, nil
 }
