@@ -74,6 +74,8 @@ func parseFlags(fs *flag.FlagSet, args []string, getenv func(string) string, zap
 	fs.BoolVar(&o.kubeletInsecureTLS, "kubelet-insecure-skip-tls-verify", false, "Do not check kubelets' serving certificates (for kubelets with self-signed ones). The operator's token is then sent to whoever answers at a node's address.")
 	fs.StringVar(&watchNamespaces, "watch-namespaces", "", "Comma-separated namespaces to manage; empty manages all.")
 	fs.IntVar(&o.controller.MaxConcurrentReconciles, "max-concurrent-reconciles", o.controller.MaxConcurrentReconciles, "Parallel reconciles.")
+	fs.IntVar(&o.controller.TriggerWorkers, "trigger-workers", o.controller.TriggerWorkers, "ElastiServices whose triggers are evaluated at once, on workers of their own: a slow metrics backend never holds up a reconcile or a wake.")
+	fs.DurationVar(&o.controller.TriggerEvaluationTimeout, "trigger-evaluation-timeout", o.controller.TriggerEvaluationTimeout, "Bound on one evaluation of all of an ElastiService's triggers; a trigger unanswered by then counts as unhealthy.")
 	fs.DurationVar(&o.controller.WakeTimeout, "wake-timeout", o.controller.WakeTimeout, "How long an activation call waits for the wake before answering 503.")
 	o.webhook.Namespace = ns
 	fs.IntVar(&o.webhook.Port, "webhook-port", 9443, "Port of the validating admission webhook for ElastiServices; 0 turns the webhook and its readiness check off, and with them the certificate: the activation server then speaks plain HTTP, and the resolver's --operator-url must be http://.")

@@ -32,6 +32,12 @@ type Config struct {
 	GracePeriod time.Duration
 	// PollingInterval is how often an awake target's triggers are evaluated.
 	PollingInterval time.Duration
+	// TriggerWorkers is how many ElastiServices' triggers are evaluated at
+	// once, off the reconcile workers (package triggerpoll).
+	TriggerWorkers int
+	// TriggerEvaluationTimeout bounds one evaluation of all of an
+	// ElastiService's triggers.
+	TriggerEvaluationTimeout time.Duration
 	// WatchNamespaces limits the ElastiServices (and their Services, slices
 	// and targets) that are watched. Empty means all namespaces. Port
 	// allocation is collision-free among the watched ElastiServices.
@@ -49,14 +55,16 @@ type Config struct {
 // DefaultConfig returns the defaults the flags also use.
 func DefaultConfig() Config {
 	return Config{
-		ResolverNamespace:       "elasti-system",
-		PortRangeStart:          contract.DefaultPortRangeStart,
-		PortRangeEnd:            contract.DefaultPortRangeEnd,
-		PortQuarantine:          2 * time.Minute,
-		GracePeriod:             2 * time.Second,
-		PollingInterval:         30 * time.Second,
-		MaxConcurrentReconciles: 4,
-		WakeTimeout:             10 * time.Second,
+		ResolverNamespace:        "elasti-system",
+		PortRangeStart:           contract.DefaultPortRangeStart,
+		PortRangeEnd:             contract.DefaultPortRangeEnd,
+		PortQuarantine:           2 * time.Minute,
+		GracePeriod:              2 * time.Second,
+		PollingInterval:          30 * time.Second,
+		TriggerWorkers:           16,
+		TriggerEvaluationTimeout: 2 * time.Minute,
+		MaxConcurrentReconciles:  4,
+		WakeTimeout:              10 * time.Second,
 	}
 }
 
@@ -74,6 +82,10 @@ func (c Config) Validate() error {
 		return fmt.Errorf("grace period %s must not be negative", c.GracePeriod)
 	case c.PollingInterval <= 0:
 		return fmt.Errorf("polling interval %s must be positive", c.PollingInterval)
+	case c.TriggerWorkers < 1:
+		return fmt.Errorf("trigger workers %d must be at least 1", c.TriggerWorkers)
+	case c.TriggerEvaluationTimeout <= 0:
+		return fmt.Errorf("trigger evaluation timeout %s must be positive", c.TriggerEvaluationTimeout)
 	case c.MaxConcurrentReconciles < 1:
 		return fmt.Errorf("max concurrent reconciles %d must be at least 1", c.MaxConcurrentReconciles)
 	case c.WakeTimeout <= 0:

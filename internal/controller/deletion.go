@@ -199,6 +199,8 @@ func (r *Reconciler) forget(key types.NamespacedName) {
 	r.ports.Release(key)
 	r.grace.Delete(key)
 	r.preWarmed.Delete(key)
+	r.wokeUnrecorded.Delete(key)
 	r.wakes.Complete(key, 0, errGone)
+	r.triggers.Forget(key)
 	forgetMetrics(key.Namespace, key.Name)
 }

@@ -27,6 +27,7 @@ import (
 
 	elastiv1alpha1 "elasti.dev/elasti/api/v1alpha1"
 	"elasti.dev/elasti/internal/contract"
+	"elasti.dev/elasti/internal/controller/triggerpoll"
 	"elasti.dev/elasti/internal/controller/wakecalls"
 	"elasti.dev/elasti/internal/scaling"
 	"elasti.dev/elasti/internal/testenv"
@@ -73,7 +74,7 @@ type operator struct {
 
 type operatorOptions struct {
 	cfg      func(*Config)
-	triggers triggerEvaluator
+	triggers triggerpoll.Evaluator
 	deps     func(*Deps)
 	// rest, if set, is the identity the operator runs as (default: admin).
 	rest *rest.Config

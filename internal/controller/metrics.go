@@ -2,12 +2,15 @@ package controller
 
 import (
 	"github.com/prometheus/client_golang/prometheus"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	elastiv1alpha1 "elasti.dev/elasti/api/v1alpha1"
 	"elasti.dev/elasti/internal/controller/ledger"
 	"elasti.dev/elasti/internal/controller/scaletarget"
 	"elasti.dev/elasti/internal/controller/wakecalls"
+	"elasti.dev/elasti/internal/scaling"
 )
 
 // The operator's metrics. Labels are bounded: namespace and elastiservice
@@ -47,6 +50,14 @@ func setModeMetric(namespace, name string, mode elastiv1alpha1.Mode) {
 	}
 	modeGauge.WithLabelValues(namespace, name, string(elastiv1alpha1.ModeServe)).Set(serve)
 	modeGauge.WithLabelValues(namespace, name, string(elastiv1alpha1.ModeProxy)).Set(proxy)
+}
+
+// countEvaluation counts and logs a completed trigger evaluation (the
+// trigger poller's Done).
+func countEvaluation(es *elastiv1alpha1.ElastiService, res scaling.Result) {
+	triggerEvaluations.WithLabelValues(es.Namespace, es.Name, string(res.State)).Inc()
+	ctrl.Log.WithName("triggers").V(1).Info("triggers evaluated", "elastiservice", client.ObjectKeyFromObject(es).String(),
+		"state", res.State, "value", res.Value, "reason", res.Reason)
 }
 
 // forgetMetrics drops the series of a deleted ElastiService.

@@ -29,11 +29,6 @@ import (
 	"elasti.dev/elasti/internal/sleepgate"
 )
 
-// triggerEvaluator evaluates an ElastiService's triggers.
-type triggerEvaluator interface {
-	Evaluate(ctx context.Context, es *elastiv1alpha1.ElastiService) scaling.Result
-}
-
 // listed keeps the objects observe listed that the writers need again, so
 // that a reconcile lists each of them once and writes from the same view
 // that decide planned with.
@@ -66,6 +61,7 @@ func (r *Reconciler) observe(ctx context.Context, es *elastiv1alpha1.ElastiServi
 	}
 	// A pre-warm firing wakes as an activation call does.
 	o.Demand.PreWarmHandled = lastPreWarm(&r.preWarmed, key)
+	o.Demand.WokeUnrecorded, _ = r.wokeUnrecorded.Get(key)
 	o.Demand.PreWarm, o.Demand.PreWarmNext = plan.PreWarmFiring(ctx, es, o.Now, o.Demand.PreWarmHandled)
 	o.Demand.Wake = o.Demand.Wake || !o.Demand.PreWarm.IsZero()
 	var l listed
@@ -124,10 +120,16 @@ func (r *Reconciler) observe(ctx context.Context, es *elastiv1alpha1.ElastiServi
 	o.Phase = plan.CurrentPhase(es.Status, o.Target.Replicas)
 	o.Sleep = sleepgate.Evaluate(hpacustody.GateView(es, hold.Custody), o.Now)
 	if o.NeedsTriggers() && !o.NoTriggers {
-		res := r.triggers.Evaluate(ctx, es)
-		o.Triggers = &res
-		triggerEvaluations.WithLabelValues(es.Namespace, es.Name, string(res.State)).Inc()
-		ctrl.LoggerFrom(ctx).V(1).Info("triggers evaluated", "state", res.State, "value", res.Value, "reason", res.Reason)
+		// The latest result, or nil while an evaluation runs: in serve
+		// that reads as not idle, and at the end of a grace period, which
+		// needs an evaluation begun after it, Decide waits. The
+		// evaluation's end reconciles again.
+		var notBefore time.Time
+		if o.Phase == plan.PhaseScalingDown {
+			notBefore = o.Grace.StartedAt.Add(o.Grace.Period)
+		}
+		o.Triggers = r.triggers.Result(es, notBefore)
+		o.TriggersPending = o.Triggers == nil
 	}
 	if o.NeedsTriggers() && hold.Custody && hold.HPA != nil {
 		var woke time.Time

@@ -24,6 +24,7 @@ import (
 	"elasti.dev/elasti/internal/controller/proxyslices"
 	"elasti.dev/elasti/internal/controller/scaletarget"
 	"elasti.dev/elasti/internal/controller/targets"
+	"elasti.dev/elasti/internal/controller/triggerpoll"
 	"elasti.dev/elasti/internal/controller/wakecalls"
 	"elasti.dev/elasti/internal/keyed"
 )
@@ -37,9 +38,11 @@ import (
 type Reconciler struct {
 	client client.Client
 	// target writes the scale target (package scaletarget).
-	target   *scaletarget.Control
-	hpas     *hpacustody.Custody
-	triggers triggerEvaluator
+	target *scaletarget.Control
+	hpas   *hpacustody.Custody
+	// triggers evaluates the triggers off the reconcile workers; a
+	// reconcile reads its latest result.
+	triggers *triggerpoll.Poller
 	recorder eventRecorder
 	clock    clock.Clock
 	cfg      Config
@@ -58,6 +61,12 @@ type Reconciler struct {
 	// reconcile from acting on the same firing again. A new leader reads
 	// status.lastPreWarmTime, which the write made durable.
 	preWarmed keyed.Map[types.NamespacedName, time.Time]
+	// wokeUnrecorded remembers, per ElastiService, a wake this process
+	// performed until a status write records it as lastScaledUpTime: a
+	// reconcile whose status write meets a conflict after the wake would
+	// otherwise leave the next one, which finds the target up, nothing to
+	// record, and the cooldown would count from an older wake.
+	wokeUnrecorded keyed.Map[types.NamespacedName, time.Time]
 	// templates reads the targets' pod-template labels, to check that the
 	// Service selects the target's pods.
 	templates *podtemplates.Cache
@@ -163,6 +172,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.
 	}
 	if fx.Woke {
 		r.fallback.Woke(req.NamespacedName)
+		r.wokeUnrecorded.Set(req.NamespacedName, o.Now)
 	}
 	// A reconcile writes the status once: one that recorded the proxy ports
 	// (recordProxyPorts) wrote what it planned, and did nothing since that
@@ -171,6 +181,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.
 		if err := r.writeStatus(ctx, es, o, p, fx); err != nil {
 			return ctrl.Result{}, err
 		}
+		r.wokeUnrecorded.Delete(req.NamespacedName)
 	}
 	// Activation calls are answered only once the status records the wake,
 	// so a caller that sees the answer also sees lastScaledUpTime.

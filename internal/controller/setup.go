@@ -25,6 +25,7 @@ import (
 	"elasti.dev/elasti/internal/controller/ports"
 	"elasti.dev/elasti/internal/controller/scaletarget"
 	"elasti.dev/elasti/internal/controller/targets"
+	"elasti.dev/elasti/internal/controller/triggerpoll"
 	"elasti.dev/elasti/internal/controller/wakecalls"
 	"elasti.dev/elasti/internal/controller/watches"
 	"elasti.dev/elasti/internal/scaling"
@@ -36,7 +37,7 @@ type Deps struct {
 	Scaler      scaletarget.Scaler
 	Autoscalers scaletarget.Autoscalers
 	HPAFloors   hpacustody.FloorControl
-	Triggers    triggerEvaluator
+	Triggers    triggerpoll.Evaluator
 }
 
 // Setup builds the reconciler, registers its indexes and watches with the
@@ -88,10 +89,13 @@ func Setup(ctx context.Context, mgr ctrl.Manager, cfg Config, deps Deps) (*wakec
 		record = &ports.QuarantineRecord{Reader: live, Writer: mgr.GetClient(), Key: cfg.QuarantineRecord}
 	}
 	r := &Reconciler{
-		client:   mgr.GetClient(),
-		target:   &scaletarget.Control{Scaler: deps.Scaler, Autoscalers: deps.Autoscalers, Recorder: recorder, Client: mgr.GetClient()},
-		hpas:     &hpacustody.Custody{Cache: mgr.GetClient(), Floors: deps.HPAFloors, Recorder: recorder},
-		triggers: deps.Triggers,
+		client: mgr.GetClient(),
+		target: &scaletarget.Control{Scaler: deps.Scaler, Autoscalers: deps.Autoscalers, Recorder: recorder, Client: mgr.GetClient()},
+		hpas:   &hpacustody.Custody{Cache: mgr.GetClient(), Floors: deps.HPAFloors, Recorder: recorder},
+		triggers: &triggerpoll.Poller{
+			Evaluator: deps.Triggers, Interval: cfg.PollingInterval, Timeout: cfg.TriggerEvaluationTimeout,
+			Workers: cfg.TriggerWorkers, Clock: cfg.Clock, Done: countEvaluation,
+		},
 		recorder: recorder,
 		clock:    cfg.Clock,
 		cfg:      cfg,
@@ -117,6 +121,8 @@ func Setup(ctx context.Context, mgr ctrl.Manager, cfg Config, deps Deps) (*wakec
 		// they change.
 		Watches(&autoscalingv2.HorizontalPodAutoscaler{}, handler.EnqueueRequestsFromMapFunc(r.hpas.Map), builder.WithPredicates(hpacustody.Changed())).
 		WatchesRawSource(source.Channel(r.wakes.Events(), &handler.EnqueueRequestForObject{})).
+		// Each completed trigger evaluation (package triggerpoll).
+		WatchesRawSource(source.Channel(r.triggers.Events(), &handler.EnqueueRequestForObject{})).
 		// ElastiServices waiting for a resolver port, when one frees up.
 		WatchesRawSource(source.Channel(r.ports.Events(), &handler.EnqueueRequestForObject{})).
 		WithOptions(controller.Options{
@@ -134,6 +140,9 @@ func Setup(ctx context.Context, mgr ctrl.Manager, cfg Config, deps Deps) (*wakec
 		Build(r)
 	if err != nil {
 		return nil, fmt.Errorf("build the ElastiService controller: %w", err)
+	}
+	if err := mgr.Add(r.triggers); err != nil {
+		return nil, fmt.Errorf("add the trigger poller: %w", err)
 	}
 	// The allocator follows the statuses' ports on every replica, leader or
 	// not: the caches run on followers too, so a standby that is elected

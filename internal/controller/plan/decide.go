@@ -134,6 +134,12 @@ func transition(o Observed) Plan {
 			p.Slices, p.Mode, p.Active = SliceEnsure, elastiv1alpha1.ModeProxy, contract.ReasonScalingDown
 			p.RequeueAfter = o.Grace.StartedAt.Add(o.Grace.Period).Sub(o.Now)
 			return p
+		case o.TriggersPending && o.Target.Replicas > 0:
+			// The evaluation begun after the grace period has not
+			// answered yet; its end reconciles again.
+			p.Slices, p.Mode, p.Active = SliceEnsure, elastiv1alpha1.ModeProxy, contract.ReasonScalingDown
+			p.RequeueAfter = o.PollInterval
+			return p
 		case o.Target.Replicas == 0 || o.mayScaleDown():
 			// The triggers, evaluated again now that the grace period is
 			// over, still say idle. (A target already at zero is one whose

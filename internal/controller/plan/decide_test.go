@@ -165,6 +165,14 @@ func TestDecide(t *testing.T) {
 			o.Grace.StartedAt = now.Add(-3 * time.Second)
 			o.OwnReady = true
 		}), serve},
+		// The evaluation begun after the grace period runs off the
+		// reconcile (package triggerpoll): wait for it, neither sleep nor
+		// call off.
+		{"grace over, its evaluation not answered yet: wait", base(PhaseScalingDown, func(o *Observed) {
+			o.Grace.StartedAt = now.Add(-3 * time.Second)
+			o.OwnReady = true
+			o.TriggersPending = true
+		}), Plan{Slices: SliceEnsure, Mode: elastiv1alpha1.ModeProxy, Active: contract.ReasonScalingDown, RequeueAfter: 30 * time.Second}},
 		{"grace over, the enabledPeriod closed meanwhile: called off", base(PhaseScalingDown, func(o *Observed) {
 			o.Grace.StartedAt = now.Add(-3 * time.Second)
 			o.OwnReady = true

@@ -25,6 +25,9 @@ type Observed struct {
 	Demand    Demand
 	Sleep     sleepgate.Verdict
 	Triggers  *scaling.Result
+	// TriggersPending: Decide needs the triggers and their evaluation has
+	// not answered yet (package triggerpoll); Triggers is nil.
+	TriggersPending bool
 	// NoTriggers: the ElastiService has none. It sleeps only if an HPA in
 	// custody says so alone (HPA).
 	NoTriggers bool
@@ -81,6 +84,12 @@ type Demand struct {
 	// remembers it: newer than status.lastPreWarmTime when the reconcile
 	// that acted on it failed before its status write.
 	PreWarmHandled time.Time
+	// WokeUnrecorded is when this operator last woke the target, as it
+	// remembers it, while no status write has recorded that wake (the
+	// reconcile that woke it met a conflict at its status write): the next
+	// status records it as lastScaledUpTime, which the cooldown counts
+	// from.
+	WokeUnrecorded time.Time
 }
 
 // GraceObserved is the grace period before a scale to zero: when the one

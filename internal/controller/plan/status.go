@@ -55,6 +55,9 @@ func DesiredStatus(es *elastiv1alpha1.ElastiService, o Observed, p Plan, fx Effe
 			st.LastPreWarmTime = &metav1.Time{Time: o.Demand.PreWarm}
 		}
 	}
+	if w := o.Demand.WokeUnrecorded; !fx.Woke && !w.IsZero() && (st.LastScaledUpTime == nil || st.LastScaledUpTime.Time.Before(w)) {
+		st.LastScaledUpTime = &metav1.Time{Time: w}
+	}
 	if h := o.Demand.PreWarmHandled; !h.IsZero() && (st.LastPreWarmTime == nil || h.After(st.LastPreWarmTime.Time)) {
 		st.LastPreWarmTime = &metav1.Time{Time: h}
 	}

@@ -138,3 +138,32 @@ func TestDesiredStatusRecordsCancelledSleep(t *testing.T) {
 		t.Errorf("a wake asked for in the grace period: lastSleepCancelledTime %v, want it left at %v", st.LastSleepCancelledTime, earlier)
 	}
 }
+
+// A wake whose status write met a conflict is recorded by the next status,
+// although that reconcile finds the target up and wakes nothing; a newer
+// lastScaledUpTime is left alone.
+func TestDesiredStatusRecordsAnUnrecordedWake(t *testing.T) {
+	t0 := time.Date(2030, 1, 1, 12, 0, 0, 0, time.UTC)
+	older := metav1.NewTime(t0.Add(-time.Hour))
+	es := &elastiv1alpha1.ElastiService{ObjectMeta: metav1.ObjectMeta{Name: "a", Namespace: "n"}, Spec: elastiv1alpha1.ElastiServiceSpec{Service: "s"}}
+	es.Status.LastScaledUpTime = &older
+	o := Observed{
+		Now:       t0.Add(time.Second),
+		Phase:     PhaseWaking,
+		Resolvers: 1,
+		Sleep:     sleepgate.Verdict{Reason: sleepgate.ReasonOpen, Polls: true},
+		Service:   ServiceObserved{Found: true, Ports: []elastiv1alpha1.ProxyPort{{Name: "http", Port: 80, ResolverPort: 20000}}},
+		Target:    TargetObserved{Found: true, Replicas: 1},
+	}
+	o.Demand.WokeUnrecorded = t0
+	st := DesiredStatus(es, o, Decide(o), Effects{}, "elasti-system")
+	if st.LastScaledUpTime == nil || !st.LastScaledUpTime.Time.Equal(t0) {
+		t.Errorf("lastScaledUpTime %v, want the unrecorded wake at %v", st.LastScaledUpTime, t0)
+	}
+	newer := metav1.NewTime(t0.Add(time.Minute))
+	es.Status.LastScaledUpTime = &newer
+	st = DesiredStatus(es, o, Decide(o), Effects{}, "elasti-system")
+	if !st.LastScaledUpTime.Equal(&newer) {
+		t.Errorf("lastScaledUpTime %v, want the newer %v left alone", st.LastScaledUpTime, newer)
+	}
+}
