@@ -36,6 +36,10 @@ type options struct {
 	networkThreshold   float64
 	kubeletCAFile      string
 	kubeletInsecureTLS bool
+	// kubeAPIQPS and kubeAPIBurst are the client-side rate limit of the
+	// operator's requests to the API server.
+	kubeAPIQPS   float64
+	kubeAPIBurst int
 	// webhook.Port 0 turns the validating admission webhook off.
 	webhook admission.Config
 }
@@ -74,6 +78,8 @@ func parseFlags(fs *flag.FlagSet, args []string, getenv func(string) string, zap
 	fs.BoolVar(&o.kubeletInsecureTLS, "kubelet-insecure-skip-tls-verify", false, "Do not check kubelets' serving certificates (for kubelets with self-signed ones). The operator's token is then sent to whoever answers at a node's address.")
 	fs.StringVar(&watchNamespaces, "watch-namespaces", "", "Comma-separated namespaces to manage; empty manages all.")
 	fs.IntVar(&o.controller.MaxConcurrentReconciles, "max-concurrent-reconciles", o.controller.MaxConcurrentReconciles, "Parallel reconciles.")
+	fs.Float64Var(&o.kubeAPIQPS, "kube-api-qps", 20, "Requests per second the operator may send the API server (client-side limit; the API server's priority and fairness applies as well).")
+	fs.IntVar(&o.kubeAPIBurst, "kube-api-burst", 30, "Requests the operator may send the API server in a burst above --kube-api-qps.")
 	fs.IntVar(&o.controller.TriggerWorkers, "trigger-workers", o.controller.TriggerWorkers, "ElastiServices whose triggers are evaluated at once, on workers of their own: a slow metrics backend never holds up a reconcile or a wake.")
 	fs.DurationVar(&o.controller.TriggerEvaluationTimeout, "trigger-evaluation-timeout", o.controller.TriggerEvaluationTimeout, "Bound on one evaluation of all of an ElastiService's triggers; a trigger unanswered by then counts as unhealthy.")
 	fs.DurationVar(&o.controller.WakeTimeout, "wake-timeout", o.controller.WakeTimeout, "How long an activation call waits for the wake before answering 503.")
@@ -108,6 +114,9 @@ func parseFlags(fs *flag.FlagSet, args []string, getenv func(string) string, zap
 		if err := o.webhook.Validate(); err != nil {
 			return o, fmt.Errorf("--webhook-*: %w", err)
 		}
+	}
+	if o.kubeAPIQPS <= 0 || o.kubeAPIBurst < 1 {
+		return o, fmt.Errorf("--kube-api-qps %v and --kube-api-burst %d must be positive", o.kubeAPIQPS, o.kubeAPIBurst)
 	}
 	if _, _, ok := strings.Cut(o.resolverServiceAccount, "/"); !ok {
 		return o, fmt.Errorf("--resolver-service-account %q must be namespace/name", o.resolverServiceAccount)

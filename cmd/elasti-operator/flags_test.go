@@ -28,6 +28,10 @@ func TestParseFlags(t *testing.T) {
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("defaults (-want +got)\n%s", diff)
 	}
+	if o.kubeAPIQPS != 20 || o.kubeAPIBurst != 30 || o.controller.TriggerWorkers != 16 || o.controller.TriggerEvaluationTimeout != 2*time.Minute {
+		t.Errorf("API rate limit %v/%d, trigger workers %d, evaluation timeout %s; want 20/30, 16, 2m",
+			o.kubeAPIQPS, o.kubeAPIBurst, o.controller.TriggerWorkers, o.controller.TriggerEvaluationTimeout)
+	}
 	o, err = parse("--port-range=30000-30009", "--watch-namespaces=a, b", "--grace-period=5s", "--activation-audiences=elasti", "--port-quarantine=0s")
 	if err != nil {
 		t.Fatal(err)
@@ -40,7 +44,8 @@ func TestParseFlags(t *testing.T) {
 	if o, err := parse("--activation-audiences="); err != nil || o.activationAudiences != nil {
 		t.Errorf("--activation-audiences= gave %q, %v; want no audiences", o.activationAudiences, err)
 	}
-	for _, bad := range [][]string{{"--port-range=20999-20000"}, {"--port-range=x"}, {"--port-range=0-10"}, {"--resolver-service-account=nobody"}, {"--polling-interval=0s"}, {"--port-quarantine=-1s"}} {
+	for _, bad := range [][]string{{"--port-range=20999-20000"}, {"--port-range=x"}, {"--port-range=0-10"}, {"--resolver-service-account=nobody"}, {"--polling-interval=0s"}, {"--port-quarantine=-1s"},
+		{"--trigger-workers=0"}, {"--trigger-evaluation-timeout=0s"}, {"--kube-api-qps=0"}, {"--kube-api-burst=0"}} {
 		if _, err := parse(bad...); err == nil {
 			t.Errorf("%v accepted", bad)
 		}
