@@ -55,8 +55,8 @@ type Poller struct {
 const minUsable = 5 * time.Second
 
 type entry struct {
-	// es is the latest object a reconcile asked with: what the next
-	// evaluation reads.
+	// es is a copy of the latest object a reconcile asked with: what the
+	// next evaluation reads.
 	es *elastiv1alpha1.ElastiService
 	// result, started, at and generation describe the latest completed
 	// evaluation: when it began and ended, and of which spec.
@@ -99,7 +99,8 @@ func (p *Poller) Result(es *elastiv1alpha1.ElastiService, notBefore time.Time) *
 		e = &entry{}
 		p.entries[key] = e
 	}
-	e.es = es
+	// A copy: the reconcile goes on to write the status into es.
+	e.es = es.DeepCopy()
 	current := e.result != nil && e.generation == es.Generation && !e.started.Before(notBefore)
 	if !e.queued && (!current || now.Sub(e.at) >= p.Interval/2) {
 		e.queued = true
