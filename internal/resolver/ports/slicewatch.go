@@ -63,9 +63,7 @@ func newSliceWatches(ports *PortMap, eps *endpoints.Endpoints, source sliceSourc
 func (w *sliceWatches) handler() toolscache.ResourceEventHandler {
 	return toolscache.ResourceEventHandlerFuncs{
 		AddFunc: func(obj any) { w.update(nil, obj) },
-		UpdateFunc: func(old, obj any) {
-			w.update(old, obj)
-		},
+		UpdateFunc: w.update,
 		DeleteFunc: func(obj any) {
 			if t, ok := obj.(toolscache.DeletedFinalStateUnknown); ok {
 				obj = t.Obj
