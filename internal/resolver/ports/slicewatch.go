@@ -62,7 +62,7 @@ func newSliceWatches(ports *PortMap, eps *endpoints.Endpoints, source sliceSourc
 // leaves its old one.
 func (w *sliceWatches) handler() toolscache.ResourceEventHandler {
 	return toolscache.ResourceEventHandlerFuncs{
-		AddFunc: func(obj any) { w.update(nil, obj) },
+		AddFunc:    func(obj any) { w.update(nil, obj) },
 		UpdateFunc: w.update,
 		DeleteFunc: func(obj any) {
 			if t, ok := obj.(toolscache.DeletedFinalStateUnknown); ok {
