@@ -82,6 +82,8 @@ func parseFlags(fs *flag.FlagSet, args []string, getenv func(string) string, zap
 	fs.IntVar(&o.kubeAPIBurst, "kube-api-burst", 30, "Requests the operator may send the API server in a burst above --kube-api-qps.")
 	fs.IntVar(&o.controller.TriggerWorkers, "trigger-workers", o.controller.TriggerWorkers, "ElastiServices whose triggers are evaluated at once, on workers of their own: a slow metrics backend never holds up a reconcile or a wake.")
 	fs.DurationVar(&o.controller.TriggerEvaluationTimeout, "trigger-evaluation-timeout", o.controller.TriggerEvaluationTimeout, "Bound on one evaluation of all of an ElastiService's triggers; a trigger unanswered by then counts as unhealthy.")
+	fs.Float64Var(&o.controller.SliceUpdateQPS, "slice-update-qps", o.controller.SliceUpdateQPS, "Requests per second of the client that points every proxy EndpointSlice at the ready resolvers when they change (one update per sleeping Service), beside --kube-api-qps.")
+	fs.IntVar(&o.controller.WakeWorkers, "wake-workers", o.controller.WakeWorkers, "Wakes of different ElastiServices performed at once, each at once on the activation call, not behind other ElastiServices' reconciles in the work queue.")
 	fs.DurationVar(&o.controller.WakeTimeout, "wake-timeout", o.controller.WakeTimeout, "How long an activation call waits for the wake before answering 503.")
 	o.webhook.Namespace = ns
 	fs.IntVar(&o.webhook.Port, "webhook-port", 9443, "Port of the validating admission webhook for ElastiServices; 0 turns the webhook and its readiness check off, and with them the certificate: the activation server then speaks plain HTTP, and the resolver's --operator-url must be http://.")

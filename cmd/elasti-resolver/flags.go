@@ -3,6 +3,7 @@ package main
 import (
 	"flag"
 	"fmt"
+	"os"
 	"strings"
 	"time"
 
@@ -24,7 +25,10 @@ type config struct {
 	operatorCAFile string
 	tokenPath      string
 	drainPeriod    time.Duration
+	drainPeriodMax time.Duration
 	drainTimeout   time.Duration
+	// podName is this pod's name, as the proxy slices list it.
+	podName string
 	// watchNamespaces limits the ElastiServices followed; empty: all.
 	watchNamespaces []string
 }
@@ -67,7 +71,9 @@ func parseFlags(fs *flag.FlagSet, args []string, zapOpts *zap.Options) (config, 
 	fs.DurationVar(&o.Activation.Refresh, "activation-refresh", resolver.DefaultActivationRefresh, "Repeat a successful activation this often while requests are still held.")
 	fs.DurationVar(&o.Ports.ReleasedPortLinger, "released-port-linger", resolver.DefaultReleasedPortLinger, "How long a resolver port keeps serving its Service after the last ElastiService claiming it let go (deleted, or the port dropped), while kube-proxy and ingresses stop routing to it. Keep it below the operator's --port-quarantine.")
 	fs.DurationVar(&o.Activation.TrafficReportInterval, "traffic-report-interval", resolver.DefaultTrafficReportInterval, "Per ElastiService, at most one activation call per interval reports traffic forwarded at once to a ready target; such a report calls off a scale-down in its grace period.")
-	fs.DurationVar(&c.drainPeriod, "drain-period", 15*time.Second, "After SIGTERM: how long new connections are still accepted while readiness is false.")
+	fs.DurationVar(&c.drainPeriod, "drain-period", 15*time.Second, "After SIGTERM: how long new connections are still accepted while readiness is false, at least; see --drain-period-max.")
+	fs.DurationVar(&c.drainPeriodMax, "drain-period-max", 2*time.Minute, "After SIGTERM and --drain-period: new connections are still accepted until no proxy EndpointSlice lists this pod (the operator rewrites one per sleeping Service), or none was rewritten for a --drain-period (the operator is not running, or no other resolver is ready), at most this long after SIGTERM. The pod's terminationGracePeriodSeconds must exceed it plus --drain-timeout.")
+	fs.StringVar(&c.podName, "pod-name", os.Getenv("POD_NAME"), "This pod's name, as the proxy EndpointSlices list it (default $POD_NAME, which the manifests set). Empty: a drain does not wait for the slices, only --drain-period.")
 	fs.DurationVar(&c.drainTimeout, "drain-timeout", 60*time.Second, "After the drain period: how long held and in-flight work may still finish.")
 	if zapOpts != nil {
 		zapOpts.BindFlags(fs)
@@ -86,6 +92,9 @@ func parseFlags(fs *flag.FlagSet, args []string, zapOpts *zap.Options) (config, 
 	}
 	if c.drainPeriod < 0 || c.drainTimeout < 0 {
 		return c, fmt.Errorf("--drain-period and --drain-timeout must not be negative")
+	}
+	if c.drainPeriodMax < c.drainPeriod {
+		return c, fmt.Errorf("--drain-period-max %s must not be below --drain-period %s", c.drainPeriodMax, c.drainPeriod)
 	}
 	return c, nil
 }

@@ -20,6 +20,8 @@ import (
 	"github.com/go-logr/logr"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
@@ -28,6 +30,7 @@ import (
 	"elasti.dev/elasti/internal/resolver"
 	"elasti.dev/elasti/internal/resolver/endpoints"
 	"elasti.dev/elasti/internal/resolver/ports"
+	"elasti.dev/elasti/internal/resolver/unlisted"
 )
 
 func main() {
@@ -112,14 +115,31 @@ func run(cfg config, log logr.Logger) error {
 		r.Close()
 		return err
 	}
-	log.Info("signal received, draining", "period", cfg.drainPeriod, "timeout", cfg.drainTimeout)
-	drainCtx, cancel := context.WithTimeout(context.Background(), cfg.drainPeriod+cfg.drainTimeout)
+	log.Info("signal received, draining", "period", cfg.drainPeriod, "periodMax", cfg.drainPeriodMax, "timeout", cfg.drainTimeout)
+	drainCtx, cancel := context.WithTimeout(context.Background(), cfg.drainPeriodMax+cfg.drainTimeout)
 	defer cancel()
-	r.Drain(drainCtx, cfg.drainPeriod)
+	r.DrainUntil(drainCtx, acceptUntil(restCfg, cfg, log))
 	shutdownCtx, cancelShutdown := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancelShutdown()
 	_ = admin.Shutdown(shutdownCtx)
 	return nil
+}
+
+// acceptUntil is when a drain closes the ports (unlisted.Lister.After);
+// without the pod's name, --drain-period after SIGTERM.
+func acceptUntil(restCfg *rest.Config, cfg config, log logr.Logger) <-chan struct{} {
+	cs, err := kubernetes.NewForConfig(restCfg)
+	if err == nil && cfg.podName != "" {
+		l := unlisted.Lister{Client: cs, Namespaces: cfg.watchNamespaces, Pod: cfg.podName}
+		// A drain period with no slice rewritten: nobody is rewriting them.
+		return l.After(cfg.drainPeriod, cfg.drainPeriod, cfg.drainPeriodMax, log.WithName("drain"))
+	}
+	if err != nil {
+		log.Error(err, "draining for --drain-period only: no client for the proxy EndpointSlices")
+	}
+	over := make(chan struct{})
+	time.AfterFunc(cfg.drainPeriod, func() { close(over) })
+	return over
 }
 
 // withProfiling serves net/http/pprof's handlers under /debug/pprof/ and the

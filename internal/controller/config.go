@@ -44,6 +44,14 @@ type Config struct {
 	WatchNamespaces []string
 	// MaxConcurrentReconciles is the number of parallel reconciles.
 	MaxConcurrentReconciles int
+	// WakeWorkers is how many wakes of different ElastiServices are
+	// performed at once, each on its own reconcile beside the work queue
+	// (docs/architecture.md, "A wake on its own path").
+	WakeWorkers int
+	// SliceUpdateQPS is the rate of the client that points the proxy
+	// slices at the resolvers when the resolver pods change (one write per
+	// slice), beside the reconciles' client.
+	SliceUpdateQPS float64
 	// WakeTimeout bounds how long an activation call waits for the wake.
 	WakeTimeout time.Duration
 	// Clock is injected so tests control time. Nil means the real clock.
@@ -64,6 +72,8 @@ func DefaultConfig() Config {
 		TriggerWorkers:           16,
 		TriggerEvaluationTimeout: 2 * time.Minute,
 		MaxConcurrentReconciles:  4,
+		WakeWorkers:              16,
+		SliceUpdateQPS:           200,
 		WakeTimeout:              10 * time.Second,
 	}
 }
@@ -88,6 +98,10 @@ func (c Config) Validate() error {
 		return fmt.Errorf("trigger evaluation timeout %s must be positive", c.TriggerEvaluationTimeout)
 	case c.MaxConcurrentReconciles < 1:
 		return fmt.Errorf("max concurrent reconciles %d must be at least 1", c.MaxConcurrentReconciles)
+	case c.WakeWorkers < 1:
+		return fmt.Errorf("wake workers %d must be at least 1", c.WakeWorkers)
+	case c.SliceUpdateQPS <= 0:
+		return fmt.Errorf("slice update QPS %g must be positive", c.SliceUpdateQPS)
 	case c.WakeTimeout <= 0:
 		return fmt.Errorf("wake timeout %s must be positive", c.WakeTimeout)
 	}

@@ -37,10 +37,20 @@ var (
 		Name: "elasti_operator_resolver_ports_allocated",
 		Help: "Resolver ports this operator has allocated.",
 	})
+	sliceRefreshWrites = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "elasti_operator_proxy_slice_refresh_writes_total",
+		Help: "Proxy EndpointSlice updates made when the ready resolvers changed, by result (updated, or failed: retried by the next refresh).",
+	}, []string{"result"})
+	sliceRefreshDuration = prometheus.NewHistogram(prometheus.HistogramOpts{
+		Name:    "elasti_operator_proxy_slice_refresh_duration_seconds",
+		Help:    "Time one refresh took to point every proxy EndpointSlice at the ready resolvers.",
+		Buckets: prometheus.ExponentialBuckets(0.01, 2, 14),
+	})
 )
 
 func init() {
-	metrics.Registry.MustRegister(reconcileDuration, modeGauge, triggerEvaluations, writeConflicts, resolverPortsAllocated)
+	metrics.Registry.MustRegister(reconcileDuration, modeGauge, triggerEvaluations, writeConflicts, resolverPortsAllocated,
+		sliceRefreshWrites, sliceRefreshDuration)
 }
 
 func setModeMetric(namespace, name string, mode elastiv1alpha1.Mode) {

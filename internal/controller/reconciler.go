@@ -47,9 +47,16 @@ type Reconciler struct {
 	clock    clock.Clock
 	cfg      Config
 
-	ports   *ports.Allocator
-	wakes   *wakecalls.Requests
-	targets *targets.Watches
+	ports *ports.Allocator
+	wakes *wakecalls.Requests
+	// serial runs one reconcile of an ElastiService at a time across the
+	// work queue and the wakes performed beside it (wakeNow).
+	serial keyed.Locks[types.NamespacedName]
+	// wakeSlots bounds the wakes performed at once (--wake-workers);
+	// wakeCtx is the manager's, for their reconciles.
+	wakeSlots chan struct{}
+	wakeCtx   context.Context
+	targets   *targets.Watches
 	// grace remembers when each ElastiService's grace period before
 	// sleeping began. In memory only: a new leader that finds a scale-down
 	// in flight has no start time and waits a full grace period of its own
@@ -92,6 +99,7 @@ const soon = 100 * time.Millisecond
 
 // Reconcile brings one ElastiService's world in line with its spec.
 func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.Result, err error) {
+	defer r.serial.Lock(req.NamespacedName)()
 	start := time.Now()
 	defer func() {
 		result := resultLabel(err)
@@ -193,6 +201,30 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.
 		return ctrl.Result{RequeueAfter: soon}, nil
 	}
 	return ctrl.Result{RequeueAfter: p.RequeueAfter}, nil
+}
+
+// wakeNow reconciles key for an activation call that started its wake,
+// without waiting in the work queue behind other ElastiServices' reconciles
+// (docs/architecture.md, "A wake on its own path"). The work queue's
+// reconcile, enqueued as well, follows it. An error is left to that one,
+// which retries with backoff.
+func (r *Reconciler) wakeNow(key types.NamespacedName) {
+	ctx := r.wakeCtx
+	select {
+	case r.wakeSlots <- struct{}{}:
+	case <-ctx.Done():
+		return
+	}
+	defer func() { <-r.wakeSlots }()
+	log := ctrl.LoggerFrom(ctx).WithValues("ElastiService", key.String(), "path", "wake")
+	defer func() {
+		if p := recover(); p != nil {
+			log.Error(fmt.Errorf("panic: %v", p), "wake reconcile panicked; the work queue's reconcile retries")
+		}
+	}()
+	if _, err := r.Reconcile(ctrl.LoggerInto(ctx, log), ctrl.Request{NamespacedName: key}); err != nil {
+		log.V(1).Info("wake reconcile failed; the work queue's reconcile retries", "error", err.Error())
+	}
 }
 
 // wakeOutcome is what the activation calls waiting on this reconcile are

@@ -8,6 +8,7 @@ import (
 	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
+	"k8s.io/client-go/rest"
 	"k8s.io/utils/clock"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -104,9 +105,18 @@ func Setup(ctx context.Context, mgr ctrl.Manager, cfg Config, deps Deps) (*wakec
 			Reserved: func(n int) { resolverPortsAllocated.Set(float64(n)) },
 			Record:   record,
 		}),
-		wakes: wakecalls.NewRequests(),
+		wakeSlots: make(chan struct{}, cfg.WakeWorkers),
+		wakeCtx:   ctx,
 	}
+	r.wakes = wakecalls.NewRequests(r.wakeNow)
 	m := watches.Mappers{Client: mgr.GetClient()}
+	sliceCfg := rest.CopyConfig(mgr.GetConfig())
+	sliceCfg.QPS, sliceCfg.Burst, sliceCfg.RateLimiter = float32(cfg.SliceUpdateQPS), max(1, int(cfg.SliceUpdateQPS)), nil
+	sliceWriter, err := client.New(sliceCfg, client.Options{Scheme: mgr.GetScheme(), Mapper: mgr.GetRESTMapper()})
+	if err != nil {
+		return nil, fmt.Errorf("build the proxy slices' client: %w", err)
+	}
+	refresher := newSliceRefresher(mgr.GetClient(), sliceWriter, cfg.ResolverNamespace, m)
 	c, err := ctrl.NewControllerManagedBy(mgr).
 		Named("elastiservice").
 		For(&elastiv1alpha1.ElastiService{}, builder.WithPredicates(watches.ElastiServiceChanged())).
@@ -115,7 +125,11 @@ func Setup(ctx context.Context, mgr ctrl.Manager, cfg Config, deps Deps) (*wakec
 		Watches(&elastiv1alpha1.ElastiService{}, handler.EnqueueRequestsFromMapFunc(m.ForRivals), builder.WithPredicates(watches.ClaimChanged())).
 		Watches(&corev1.Service{}, handler.EnqueueRequestsFromMapFunc(m.ForService), builder.WithPredicates(watches.ServiceSpecChanged())).
 		Watches(&discoveryv1.EndpointSlice{}, handler.EnqueueRequestsFromMapFunc(m.ForSlice), builder.WithPredicates(watches.SliceReadinessChanged())).
-		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(m.ForResolverPod), builder.WithPredicates(watches.ResolverPodChanged())).
+		// A change of the ready resolvers: one pass over every proxy slice
+		// (resolverchange.go), or every proxy-mode reconcile when there is
+		// none left, or none was before.
+		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(refresher.Map), builder.WithPredicates(watches.ResolverPodChanged())).
+		WatchesRawSource(source.Channel(refresher.Events(), &handler.EnqueueRequestForObject{})).
 		// An HPA whose floor Elasti holds (package hpacustody): a floor set
 		// back to 0 is raised again at once, and its readings count when
 		// they change.
@@ -143,6 +157,9 @@ func Setup(ctx context.Context, mgr ctrl.Manager, cfg Config, deps Deps) (*wakec
 	}
 	if err := mgr.Add(r.triggers); err != nil {
 		return nil, fmt.Errorf("add the trigger poller: %w", err)
+	}
+	if err := mgr.Add(refresher); err != nil {
+		return nil, fmt.Errorf("add the proxy slice refresher: %w", err)
 	}
 	// The allocator follows the statuses' ports on every replica, leader or
 	// not: the caches run on followers too, so a standby that is elected

@@ -2,6 +2,8 @@
 // and the resolver keep in memory per object (per ElastiService, per
 // Service), such as a grace period's start or a refused wake's message.
 // Each method takes the lock once, so a read-modify-write (Update) is atomic.
+// Locks is a mutex per key, for work on one object that two paths may start
+// at once (the operator's reconcile and a wake).
 package keyed
 
 import "sync"
@@ -75,4 +77,48 @@ func (k *Map[K, V]) Len() int {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	return len(k.m)
+}
+
+// Locks is one mutex per key, held only while someone holds or waits for
+// it: two keys never wait for each other. The zero value is ready to use.
+type Locks[K comparable] struct {
+	mu sync.Mutex
+	m  map[K]*keyLock
+}
+
+type keyLock struct {
+	sync.Mutex
+	users int // holders and waiters
+}
+
+// Lock locks key and returns its unlock.
+func (l *Locks[K]) Lock(key K) (unlock func()) {
+	l.mu.Lock()
+	if l.m == nil {
+		l.m = map[K]*keyLock{}
+	}
+	kl := l.m[key]
+	if kl == nil {
+		kl = &keyLock{}
+		l.m[key] = kl
+	}
+	kl.users++
+	l.mu.Unlock()
+
+	kl.Lock()
+	return func() {
+		kl.Unlock()
+		l.mu.Lock()
+		if kl.users--; kl.users == 0 {
+			delete(l.m, key)
+		}
+		l.mu.Unlock()
+	}
+}
+
+// held is how many keys are held or waited for.
+func (l *Locks[K]) held() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return len(l.m)
 }

@@ -3,6 +3,7 @@ package keyed
 import (
 	"sync"
 	"testing"
+	"time"
 )
 
 func TestMapSetGetDelete(t *testing.T) {
@@ -52,5 +53,41 @@ func TestUpdateIsAtomic(t *testing.T) {
 	}
 	if _, ok := m.Get("n"); ok {
 		t.Fatal("n still there after Update with keep=false")
+	}
+}
+
+// TestLocksSerializeOneKeyOnly: a second Lock of a held key waits for its
+// unlock, another key does not wait, and a key no one holds is forgotten.
+func TestLocksSerializeOneKeyOnly(t *testing.T) {
+	var l Locks[string]
+	unlockA := l.Lock("a")
+
+	otherDone := make(chan struct{})
+	go func() {
+		l.Lock("b")()
+		close(otherDone)
+	}()
+	<-otherDone // would hang if b waited for a
+
+	gotA := make(chan struct{})
+	go func() {
+		unlock := l.Lock("a")
+		close(gotA)
+		unlock()
+	}()
+	select {
+	case <-gotA:
+		t.Fatal("a locked twice at once")
+	case <-time.After(50 * time.Millisecond):
+	}
+	unlockA()
+	<-gotA
+	// The goroutine's unlock runs right after gotA closes.
+	deadline := time.Now().Add(5 * time.Second)
+	for l.held() != 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d keys still kept after every unlock", l.held())
+		}
+		time.Sleep(time.Millisecond)
 	}
 }

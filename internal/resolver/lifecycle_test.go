@@ -105,7 +105,7 @@ func TestReadinessAndDrain(t *testing.T) {
 	drained := make(chan struct{})
 	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
 	defer cancel()
-	periodEnd := make(chan time.Time)
+	periodEnd := make(chan struct{})
 	go func() {
 		h.r.drain(ctx, periodEnd)
 		close(drained)
@@ -144,7 +144,7 @@ func TestDrainTimeoutCutsHeldRequests(t *testing.T) {
 	h.eventually("the request is held", func() bool { return h.held("web") == 1 })
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel() // the drain timeout has already passed
-	periodEnd := make(chan time.Time)
+	periodEnd := make(chan struct{})
 	close(periodEnd)
 	h.r.drain(ctx, periodEnd)
 	r := <-held
@@ -216,7 +216,7 @@ func TestDrainAnswersHeldRequests503(t *testing.T) {
 	h.eventually("both requests are held", func() bool { return h.held("web") == 2 })
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
-	periodEnd := make(chan time.Time)
+	periodEnd := make(chan struct{})
 	close(periodEnd)
 	h.r.drain(ctx, periodEnd)
 	for range 2 {

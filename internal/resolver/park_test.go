@@ -330,7 +330,7 @@ func TestDrainWithAHeadHalfSent(t *testing.T) {
 	settle()
 	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
 	defer cancel()
-	periodEnd := make(chan time.Time)
+	periodEnd := make(chan struct{})
 	close(periodEnd)
 	h.r.drain(ctx, periodEnd)
 	if ctx.Err() != nil {

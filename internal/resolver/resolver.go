@@ -213,13 +213,29 @@ func (r *Resolver) Ready() error {
 // still in flight at the end is cut.
 func (r *Resolver) Drain(ctx context.Context, period time.Duration) {
 	r.opts.Log.Info("draining: readiness is false, still accepting", "period", period)
-	r.drain(ctx, r.opts.Clock.After(period))
+	over := make(chan struct{})
+	go func() {
+		defer close(over)
+		select {
+		case <-r.opts.Clock.After(period):
+		case <-ctx.Done():
+		}
+	}()
+	r.drain(ctx, over)
 }
 
-func (r *Resolver) drain(ctx context.Context, periodOver <-chan time.Time) {
+// DrainUntil is Drain with the ports kept open until accepting closes
+// instead of for a period: the command closes it once no proxy
+// EndpointSlice lists the pod (package unlisted).
+func (r *Resolver) DrainUntil(ctx context.Context, accepting <-chan struct{}) {
+	r.opts.Log.Info("draining: readiness is false, still accepting until no proxy EndpointSlice lists this pod")
+	r.drain(ctx, accepting)
+}
+
+func (r *Resolver) drain(ctx context.Context, accepting <-chan struct{}) {
 	r.state.draining.Store(true)
 	select {
-	case <-periodOver:
+	case <-accepting:
 	case <-ctx.Done():
 	}
 	r.opts.Log.Info("draining: ports closed, waiting for in-flight work")

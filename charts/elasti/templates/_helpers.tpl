@@ -97,6 +97,14 @@ node's allocatable memory. */}}
       resource: limits.memory
 {{- end -}}
 
+{{/* The pod's name, for the resolver's --pod-name (its drain waits until no proxy slice lists it). */}}
+{{- define "elasti.podNameEnv" -}}
+- name: POD_NAME
+  valueFrom:
+    fieldRef:
+      fieldPath: metadata.name
+{{- end -}}
+
 {{/* Pod and container security settings, as in config/operator and config/resolver. */}}
 {{- define "elasti.podSecurityContext" -}}
 runAsNonRoot: true

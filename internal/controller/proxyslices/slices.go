@@ -50,29 +50,7 @@ func Build(es *elastiv1alpha1.ElastiService, ports []elastiv1alpha1.ProxyPort, r
 	}
 	var out []*discoveryv1.EndpointSlice
 	for _, family := range []discoveryv1.AddressType{discoveryv1.AddressTypeIPv4, discoveryv1.AddressTypeIPv6} {
-		var eps []discoveryv1.Endpoint
-		for _, r := range resolvers {
-			ip := r.IPv4
-			if family == discoveryv1.AddressTypeIPv6 {
-				ip = r.IPv6
-			}
-			if ip == "" {
-				continue
-			}
-			ep := discoveryv1.Endpoint{
-				Addresses: []string{ip},
-				Conditions: discoveryv1.EndpointConditions{
-					Ready:       ptr.To(true),
-					Serving:     ptr.To(true),
-					Terminating: ptr.To(false),
-				},
-				TargetRef: &corev1.ObjectReference{Kind: "Pod", Name: r.Name, UID: r.UID},
-			}
-			if r.NodeName != "" {
-				ep.NodeName = ptr.To(r.NodeName)
-			}
-			eps = append(eps, ep)
-		}
+		eps := endpoints(resolvers, family)
 		if len(eps) == 0 {
 			continue
 		}
@@ -106,6 +84,35 @@ func Build(es *elastiv1alpha1.ElastiService, ports []elastiv1alpha1.ProxyPort, r
 		})
 	}
 	return out
+}
+
+// endpoints lists the resolvers that have an address of family, each
+// ready, as a proxy slice of that family lists them.
+func endpoints(resolvers []Resolver, family discoveryv1.AddressType) []discoveryv1.Endpoint {
+	var eps []discoveryv1.Endpoint
+	for _, r := range resolvers {
+		ip := r.IPv4
+		if family == discoveryv1.AddressTypeIPv6 {
+			ip = r.IPv6
+		}
+		if ip == "" {
+			continue
+		}
+		ep := discoveryv1.Endpoint{
+			Addresses: []string{ip},
+			Conditions: discoveryv1.EndpointConditions{
+				Ready:       ptr.To(true),
+				Serving:     ptr.To(true),
+				Terminating: ptr.To(false),
+			},
+			TargetRef: &corev1.ObjectReference{Kind: "Pod", Name: r.Name, UID: r.UID},
+		}
+		if r.NodeName != "" {
+			ep.NodeName = ptr.To(r.NodeName)
+		}
+		eps = append(eps, ep)
+	}
+	return eps
 }
 
 func ownerRef(es *elastiv1alpha1.ElastiService) metav1.OwnerReference {

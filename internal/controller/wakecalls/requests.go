@@ -23,18 +23,23 @@ type wakeCall struct {
 	err      error
 }
 
-// Requests hands activation calls to the reconciler. The reconcile of
-// the ElastiService performs the wake, so activation and reconcile never race:
-// the work queue runs one reconcile per object at a time.
+// Requests hands activation calls to the reconciler. A reconcile of the
+// ElastiService performs the wake: the one perform starts at once for each
+// new wake, beside the work queue, and the work queue's own, which the wake
+// also enqueues. The reconciler keeps the two from running at once for one
+// object (docs/architecture.md, "A wake on its own path").
 type Requests struct {
 	mu      sync.Mutex
 	pending map[types.NamespacedName]*wakeCall
 	events  chan event.GenericEvent
+	perform func(types.NamespacedName)
 }
 
-// NewRequests returns an empty set of pending wakes.
-func NewRequests() *Requests {
-	return &Requests{pending: map[types.NamespacedName]*wakeCall{}, events: make(chan event.GenericEvent, 1024)}
+// NewRequests returns an empty set of pending wakes. perform, if not nil,
+// is started on a goroutine of its own for each wake that starts: it
+// reconciles the ElastiService without waiting in the work queue.
+func NewRequests(perform func(types.NamespacedName)) *Requests {
+	return &Requests{pending: map[types.NamespacedName]*wakeCall{}, events: make(chan event.GenericEvent, 1024), perform: perform}
 }
 
 // Events carries one event per wake that starts, for the controller's watch
@@ -59,6 +64,9 @@ func (w *Requests) request(ctx context.Context, key types.NamespacedName) (*wake
 		return call, nil
 	}
 	wakeRequestCount.WithLabelValues(key.Namespace, key.Name, wakeStarted).Inc()
+	if w.perform != nil {
+		go w.perform(key)
+	}
 	es := &elastiv1alpha1.ElastiService{ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name}}
 	select {
 	case w.events <- event.GenericEvent{Object: es}:

@@ -20,7 +20,7 @@ func TestAnswerRemovesWakeNow(t *testing.T) {
 		es.Annotations = map[string]string{contract.AnnotationWakeNow: "2030-01-01T12:00:00Z", "keep": "me"}
 	})
 	api := fakeAPI(t, &patches, es)
-	reqs := NewRequests()
+	reqs := NewRequests(nil)
 	key := types.NamespacedName{Namespace: "ns", Name: "web"}
 	call, err := reqs.request(context.Background(), key)
 	if err != nil {
@@ -54,5 +54,35 @@ func TestAnswerRemovesWakeNow(t *testing.T) {
 	<-call.done
 	if !errors.Is(call.err, context.Canceled) {
 		t.Errorf("call error %v, want %v", call.err, context.Canceled)
+	}
+}
+
+// A wake that starts is performed once, at once, beside its event; calls
+// that join it start nothing more, and a wake started after the first was
+// answered is performed again.
+func TestEachNewWakeIsPerformedOnce(t *testing.T) {
+	performed := make(chan types.NamespacedName, 4)
+	reqs := NewRequests(func(key types.NamespacedName) { performed <- key })
+	key := types.NamespacedName{Namespace: "ns", Name: "web"}
+	for range 3 {
+		if _, err := reqs.request(context.Background(), key); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := <-performed; got != key {
+		t.Fatalf("performed %s, want %s", got, key)
+	}
+	if n := len(reqs.Events()); n != 1 {
+		t.Errorf("%d events for one wake, want 1", n)
+	}
+	reqs.Complete(key, 1, nil)
+	if _, err := reqs.request(context.Background(), key); err != nil {
+		t.Fatal(err)
+	}
+	<-performed
+	select {
+	case extra := <-performed:
+		t.Fatalf("a joined call performed the wake of %s again", extra)
+	default:
 	}
 }

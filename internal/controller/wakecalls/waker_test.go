@@ -126,7 +126,7 @@ func TestWakeOfMissingOrDeletedElastiService(t *testing.T) {
 func TestLeaderWaitsForTheReconcile(t *testing.T) {
 	var patches atomic.Int32
 	api := fakeAPI(t, &patches, elastiService("web"), elastiService("broken"))
-	reqs := NewRequests()
+	reqs := NewRequests(nil)
 	w := &Waker{Reader: api, Writer: api, Requests: reqs, Timeout: 5 * time.Second} // Elected nil: leads
 
 	for _, tc := range []struct {

@@ -44,14 +44,23 @@ func ClaimChanged() predicate.Predicate {
 	}}
 }
 
-// SliceReadinessChanged passes every change to Elasti's slices, and changes
-// of "has a ready endpoint" for the Services' own slices.
+// SliceReadinessChanged passes changes to Elasti's proxy slices other than
+// their endpoints, and changes of "has a ready endpoint" for the Services'
+// own slices. A proxy slice's endpoints are the resolvers, which the slice
+// refresher rewrites in one pass when they change (docs/architecture.md,
+// "When the resolvers change"): a reconcile of every sleeping
+// ElastiService for each of its writes is what that pass avoids.
 func SliceReadinessChanged() predicate.Predicate {
 	return predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
 		o, ok1 := e.ObjectOld.(*discoveryv1.EndpointSlice)
 		n, ok2 := e.ObjectNew.(*discoveryv1.EndpointSlice)
-		if !ok1 || !ok2 || n.Labels[contract.LabelManagedBy] == contract.ManagedBy {
+		if !ok1 || !ok2 {
 			return true
+		}
+		if n.Labels[contract.LabelManagedBy] == contract.ManagedBy {
+			return o.AddressType != n.AddressType || !reflect.DeepEqual(o.Ports, n.Ports) ||
+				!reflect.DeepEqual(o.Labels, n.Labels) || !reflect.DeepEqual(o.OwnerReferences, n.OwnerReferences) ||
+				(o.DeletionTimestamp == nil) != (n.DeletionTimestamp == nil)
 		}
 		return (len(o.Endpoints) > 0) != (len(n.Endpoints) > 0)
 	}}
