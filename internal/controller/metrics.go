@@ -39,7 +39,7 @@ var (
 	})
 	sliceRefreshWrites = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "elasti_operator_proxy_slice_refresh_writes_total",
-		Help: "Proxy EndpointSlice updates made when the ready resolvers changed, by result (updated, or failed: retried by the next refresh).",
+		Help: "Proxy EndpointSlice updates made when the ready resolvers changed, by result (updated, or failed: a conflict, a slice gone, or a pass cancelled by a newer change; the next pass writes it).",
 	}, []string{"result"})
 	sliceRefreshDuration = prometheus.NewHistogram(prometheus.HistogramOpts{
 		Name:    "elasti_operator_proxy_slice_refresh_duration_seconds",

@@ -9,6 +9,7 @@ import (
 	discoveryv1 "k8s.io/api/discovery/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/uuid"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -216,7 +217,9 @@ func (r *Reconciler) wakeNow(key types.NamespacedName) {
 		return
 	}
 	defer func() { <-r.wakeSlots }()
-	log := ctrl.LoggerFrom(ctx).WithValues("ElastiService", key.String(), "path", "wake")
+	id := uuid.NewUUID()
+	ctx = context.WithValue(ctx, wakeReconcileID{}, id)
+	log := ctrl.LoggerFrom(ctx).WithValues("ElastiService", key.String(), "path", "wake", "reconcileID", id)
 	defer func() {
 		if p := recover(); p != nil {
 			log.Error(fmt.Errorf("panic: %v", p), "wake reconcile panicked; the work queue's reconcile retries")
@@ -226,6 +229,11 @@ func (r *Reconciler) wakeNow(key types.NamespacedName) {
 		log.V(1).Info("wake reconcile failed; the work queue's reconcile retries", "error", err.Error())
 	}
 }
+
+// wakeReconcileID is the context key of a wake reconcile's ID (a UID, as
+// controller-runtime gives each of its own reconciles one in a key of its
+// own), for the logs and for tests that tell reconciles apart.
+type wakeReconcileID struct{}
 
 // wakeOutcome is what the activation calls waiting on this reconcile are
 // answered: the replicas a wake gave the target, or, when a wake was asked

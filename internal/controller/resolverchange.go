@@ -24,8 +24,9 @@ const sliceRefreshWorkers = 16
 // in one pass (proxyslices.Refresh), instead of a reconcile of every
 // sleeping ElastiService, each behind the others in the work queue
 // (docs/architecture.md, "When the resolvers change"). Only a change to or
-// from no ready resolver at all reconciles them: that changes the plan
-// (fail open, or proxy again), not only the addresses.
+// from no ready resolver of an address family reconciles them: that changes
+// the plan (fail open, proxy again, a slice of that family), not only the
+// addresses.
 type sliceRefresher struct {
 	// cache reads the resolver pods and the proxy slices.
 	cache client.Reader
@@ -41,9 +42,9 @@ type sliceRefresher struct {
 	poke   chan struct{}
 	events chan event.GenericEvent
 
-	mu    sync.Mutex
-	seen  bool
-	ready int
+	mu       sync.Mutex
+	seen     bool
+	families [2]int // ready resolvers with an IPv4, with an IPv6 address
 }
 
 func newSliceRefresher(cache client.Reader, writer proxyslices.Updater, namespace string, m watches.Mappers) *sliceRefresher {
@@ -54,19 +55,30 @@ func newSliceRefresher(cache client.Reader, writer proxyslices.Updater, namespac
 }
 
 // Map is the resolver pods' map function: it asks for a refresh, and maps
-// to every proxy-mode ElastiService only when there is no ready resolver,
-// or there was none before (or none was seen yet).
+// to every proxy-mode ElastiService only when an address family has no
+// ready resolver now and had one before, or the other way round (or none
+// was seen yet): the plan changes then (fail open, proxy again, a slice of
+// that family to create or remove), not only the addresses.
 func (f *sliceRefresher) Map(ctx context.Context, obj client.Object) []reconcile.Request {
 	resolvers, err := proxyslices.ListResolvers(ctx, f.cache, f.namespace)
 	if err != nil {
 		ctrl.LoggerFrom(ctx).Error(err, "resolver pods changed: reconciling every proxy-mode ElastiService instead of a refresh")
 		return f.mappers.ForResolverPod(ctx, obj)
 	}
+	var now [2]int
+	for _, r := range resolvers {
+		if r.IPv4 != "" {
+			now[0]++
+		}
+		if r.IPv6 != "" {
+			now[1]++
+		}
+	}
 	f.mu.Lock()
-	before, seen := f.ready, f.seen
-	f.ready, f.seen = len(resolvers), true
+	before, seen := f.families, f.seen
+	f.families, f.seen = now, true
 	f.mu.Unlock()
-	if len(resolvers) == 0 || before == 0 || !seen {
+	if !seen || (now[0] == 0) != (before[0] == 0) || (now[1] == 0) != (before[1] == 0) || len(resolvers) == 0 {
 		return f.mappers.ForResolverPod(ctx, obj)
 	}
 	f.ask()
@@ -131,6 +143,7 @@ func (f *sliceRefresher) Start(ctx context.Context) error {
 			// drop it, not for a pass that adds its successor).
 			log.Info("proxy EndpointSlice refresh superseded by a newer change of the resolvers", "updated", res.Updated)
 			sliceRefreshWrites.WithLabelValues("updated").Add(float64(res.Updated))
+			sliceRefreshWrites.WithLabelValues("failed").Add(float64(res.Failed))
 			f.ask()
 			continue
 		}

@@ -24,6 +24,7 @@ import (
 	"elasti.dev/elasti/internal/controller/hpacustody"
 	"elasti.dev/elasti/internal/controller/podtemplates"
 	"elasti.dev/elasti/internal/controller/ports"
+	"elasti.dev/elasti/internal/controller/proxyslices"
 	"elasti.dev/elasti/internal/controller/scaletarget"
 	"elasti.dev/elasti/internal/controller/targets"
 	"elasti.dev/elasti/internal/controller/triggerpoll"
@@ -39,6 +40,9 @@ type Deps struct {
 	Autoscalers scaletarget.Autoscalers
 	HPAFloors   hpacustody.FloorControl
 	Triggers    triggerpoll.Evaluator
+	// SliceWriter rewrites the proxy slices when the resolvers change; nil:
+	// a client of its own on the manager's config, at --slice-update-qps.
+	SliceWriter proxyslices.Updater
 }
 
 // Setup builds the reconciler, registers its indexes and watches with the
@@ -110,13 +114,16 @@ func Setup(ctx context.Context, mgr ctrl.Manager, cfg Config, deps Deps) (*wakec
 	}
 	r.wakes = wakecalls.NewRequests(r.wakeNow)
 	m := watches.Mappers{Client: mgr.GetClient()}
-	sliceCfg := rest.CopyConfig(mgr.GetConfig())
-	sliceCfg.QPS, sliceCfg.Burst, sliceCfg.RateLimiter = float32(cfg.SliceUpdateQPS), max(1, int(cfg.SliceUpdateQPS)), nil
-	sliceWriter, err := client.New(sliceCfg, client.Options{Scheme: mgr.GetScheme(), Mapper: mgr.GetRESTMapper()})
-	if err != nil {
-		return nil, fmt.Errorf("build the proxy slices' client: %w", err)
+	if deps.SliceWriter == nil {
+		sliceCfg := rest.CopyConfig(mgr.GetConfig())
+		sliceCfg.QPS, sliceCfg.Burst, sliceCfg.RateLimiter = float32(cfg.SliceUpdateQPS), max(1, int(cfg.SliceUpdateQPS)), nil
+		w, err := client.New(sliceCfg, client.Options{Scheme: mgr.GetScheme(), Mapper: mgr.GetRESTMapper()})
+		if err != nil {
+			return nil, fmt.Errorf("build the proxy slices' client: %w", err)
+		}
+		deps.SliceWriter = w
 	}
-	refresher := newSliceRefresher(mgr.GetClient(), sliceWriter, cfg.ResolverNamespace, m)
+	refresher := newSliceRefresher(mgr.GetClient(), deps.SliceWriter, cfg.ResolverNamespace, m)
 	c, err := ctrl.NewControllerManagedBy(mgr).
 		Named("elastiservice").
 		For(&elastiv1alpha1.ElastiService{}, builder.WithPredicates(watches.ElastiServiceChanged())).

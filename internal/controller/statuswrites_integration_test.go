@@ -24,7 +24,7 @@ import (
 
 // statusWrites counts the operator's writes of ElastiService statuses by
 // the reconcile that made them (controller-runtime puts a reconcile ID in
-// each reconcile's context).
+// each reconcile's context, and wakeNow one of its own).
 type statusWrites struct {
 	mu        sync.Mutex
 	byID      map[types.UID]int
@@ -38,7 +38,11 @@ func (s *statusWrites) count(ctx context.Context, obj client.Object) {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.byID[controller.ReconcileIDFromContext(ctx)]++
+	id := controller.ReconcileIDFromContext(ctx)
+	if wake, ok := ctx.Value(wakeReconcileID{}).(types.UID); ok {
+		id = wake // a wake's reconcile, beside the work queue
+	}
+	s.byID[id]++
 	if len(es.Status.ProxyPorts) > 0 {
 		s.withPorts++
 	}
