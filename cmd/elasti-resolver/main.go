@@ -132,7 +132,9 @@ func acceptUntil(restCfg *rest.Config, cfg config, log logr.Logger) <-chan struc
 	if err == nil && cfg.podName != "" {
 		l := unlisted.Lister{Client: cs, Namespaces: cfg.watchNamespaces, Pod: cfg.podName}
 		// A drain period with no slice rewritten: nobody is rewriting them.
-		return l.After(cfg.drainPeriod, cfg.drainPeriod, cfg.drainPeriodMax, log.WithName("drain"))
+		// And a drain period after the last rewrite, as after SIGTERM, for
+		// kube-proxy to apply it.
+		return l.After(cfg.drainPeriod, cfg.drainPeriod, cfg.drainPeriod, cfg.drainPeriodMax, log.WithName("drain"))
 	}
 	if err != nil {
 		log.Error(err, "draining for --drain-period only: no client for the proxy EndpointSlices")

@@ -50,14 +50,10 @@ type Reconciler struct {
 
 	ports *ports.Allocator
 	wakes *wakecalls.Requests
-	// serial runs one reconcile of an ElastiService at a time across the
-	// work queue and the wakes performed beside it (wakeNow).
-	serial keyed.Locks[types.NamespacedName]
-	// wakeSlots bounds the wakes performed at once (--wake-workers);
-	// wakeCtx is the manager's, for their reconciles.
-	wakeSlots chan struct{}
-	wakeCtx   context.Context
-	targets   *targets.Watches
+	// wake runs the wakes' reconciles beside the work queue, one reconcile
+	// of an ElastiService at a time across both.
+	wake    wakePath
+	targets *targets.Watches
 	// grace remembers when each ElastiService's grace period before
 	// sleeping began. In memory only: a new leader that finds a scale-down
 	// in flight has no start time and waits a full grace period of its own
@@ -100,7 +96,7 @@ const soon = 100 * time.Millisecond
 
 // Reconcile brings one ElastiService's world in line with its spec.
 func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.Result, err error) {
-	defer r.serial.Lock(req.NamespacedName)()
+	defer r.wake.serial.Lock(req.NamespacedName)()
 	start := time.Now()
 	defer func() {
 		result := resultLabel(err)
@@ -204,19 +200,31 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.
 	return ctrl.Result{RequeueAfter: p.RequeueAfter}, nil
 }
 
-// wakeNow reconciles key for an activation call that started its wake,
-// without waiting in the work queue behind other ElastiServices' reconciles
-// (docs/architecture.md, "A wake on its own path"). The work queue's
-// reconcile, enqueued as well, follows it. An error is left to that one,
+// wakePath reconciles an ElastiService for an activation call that started
+// its wake, without waiting in the work queue behind other ElastiServices'
+// reconciles (docs/architecture.md, "A wake on its own path"). The work
+// queue's reconcile, enqueued as well, follows it.
+type wakePath struct {
+	// serial runs one reconcile of an ElastiService at a time across the
+	// work queue and the wake path.
+	serial keyed.Locks[types.NamespacedName]
+	// slots bounds the wakes reconciled at once (--wake-workers); ctx is
+	// the manager's.
+	slots     chan struct{}
+	ctx       context.Context
+	reconcile func(context.Context, ctrl.Request) (ctrl.Result, error)
+}
+
+// perform reconciles key. An error is left to the work queue's reconcile,
 // which retries with backoff.
-func (r *Reconciler) wakeNow(key types.NamespacedName) {
-	ctx := r.wakeCtx
+func (w *wakePath) perform(key types.NamespacedName) {
+	ctx := w.ctx
 	select {
-	case r.wakeSlots <- struct{}{}:
+	case w.slots <- struct{}{}:
 	case <-ctx.Done():
 		return
 	}
-	defer func() { <-r.wakeSlots }()
+	defer func() { <-w.slots }()
 	id := uuid.NewUUID()
 	ctx = context.WithValue(ctx, wakeReconcileID{}, id)
 	log := ctrl.LoggerFrom(ctx).WithValues("ElastiService", key.String(), "path", "wake", "reconcileID", id)
@@ -225,9 +233,34 @@ func (r *Reconciler) wakeNow(key types.NamespacedName) {
 			log.Error(fmt.Errorf("panic: %v", p), "wake reconcile panicked; the work queue's reconcile retries")
 		}
 	}()
-	if _, err := r.Reconcile(ctrl.LoggerInto(ctx, log), ctrl.Request{NamespacedName: key}); err != nil {
+	if _, err := w.reconcile(ctrl.LoggerInto(ctx, log), ctrl.Request{NamespacedName: key}); err != nil {
 		log.V(1).Info("wake reconcile failed; the work queue's reconcile retries", "error", err.Error())
 	}
+}
+
+// freshResolvers rebuilds want from the resolvers as the cache has them now,
+// just before the write. Those observed at the start of the reconcile may
+// be stale by then (its writes wait on the client's rate limit): written
+// back, they would undo the slice refresher's pass of a rollout, and leave
+// the slice listing a draining resolver (docs/architecture.md, "When the
+// resolvers change"). A change of the address families that have a
+// resolver changes the plan instead; the reconcile it causes writes that,
+// so want stays as planned then.
+func freshResolvers(ctx context.Context, c proxyslices.Lister, namespace string, es *elastiv1alpha1.ElastiService, ports []elastiv1alpha1.ProxyPort, want []*discoveryv1.EndpointSlice) []*discoveryv1.EndpointSlice {
+	now, err := proxyslices.ListResolvers(ctx, c, namespace)
+	if err != nil {
+		return want
+	}
+	fresh := proxyslices.Build(es, ports, now)
+	if len(fresh) != len(want) {
+		return want
+	}
+	for i := range fresh {
+		if fresh[i].Name != want[i].Name {
+			return want
+		}
+	}
+	return fresh
 }
 
 // wakeReconcileID is the context key of a wake reconcile's ID (a UID, as
@@ -296,6 +329,9 @@ func (r *Reconciler) execute(ctx context.Context, es *elastiv1alpha1.ElastiServi
 			return fx, err
 		}
 		fx.Recorded = recorded
+	}
+	if len(want) > 0 {
+		want = freshResolvers(ctx, r.client, r.cfg.ResolverNamespace, es, o.Service.Ports, want)
 	}
 	if err := proxyslices.Ensure(ctx, r.client, es, want); err != nil {
 		return fx, err

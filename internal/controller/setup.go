@@ -109,10 +109,9 @@ func Setup(ctx context.Context, mgr ctrl.Manager, cfg Config, deps Deps) (*wakec
 			Reserved: func(n int) { resolverPortsAllocated.Set(float64(n)) },
 			Record:   record,
 		}),
-		wakeSlots: make(chan struct{}, cfg.WakeWorkers),
-		wakeCtx:   ctx,
 	}
-	r.wakes = wakecalls.NewRequests(r.wakeNow)
+	r.wake.slots, r.wake.ctx, r.wake.reconcile = make(chan struct{}, cfg.WakeWorkers), ctx, r.Reconcile
+	r.wakes = wakecalls.NewRequests(r.wake.perform)
 	m := watches.Mappers{Client: mgr.GetClient()}
 	if deps.SliceWriter == nil {
 		sliceCfg := rest.CopyConfig(mgr.GetConfig())

@@ -24,7 +24,7 @@ import (
 
 // statusWrites counts the operator's writes of ElastiService statuses by
 // the reconcile that made them (controller-runtime puts a reconcile ID in
-// each reconcile's context, and wakeNow one of its own).
+// each reconcile's context, and the wake path one of its own).
 type statusWrites struct {
 	mu        sync.Mutex
 	byID      map[types.UID]int

@@ -79,19 +79,19 @@ func TestDrainWaitsUntilNoSliceListsThePod(t *testing.T) {
 
 	// Bounded: still listed when the bound comes.
 	start := time.Now()
-	<-l.After(100*time.Millisecond, time.Hour, 2*time.Second, testLogger(t))
+	<-l.After(100*time.Millisecond, time.Hour, 0, 2*time.Second, testLogger(t))
 	if waited := time.Since(start); waited < 2*time.Second {
 		t.Fatalf("the drain stopped accepting after %s while slices still list the pod, before its 2s bound", waited)
 	}
 	// Stalled: nobody rewrites the slices (the operator is gone, as in an
 	// uninstall), so the drain does not wait for its bound.
 	start = time.Now()
-	<-l.After(0, 2*time.Second, 5*time.Minute, testLogger(t))
+	<-l.After(0, 2*time.Second, 0, 5*time.Minute, testLogger(t))
 	if waited := time.Since(start); waited < 2*time.Second || waited > time.Minute {
 		t.Fatalf("with no slice rewritten, the drain stopped accepting after %s; want its 2s stall (and well before its 5m bound)", waited)
 	}
 
-	over := l.After(0, time.Hour, 5*time.Minute, testLogger(t))
+	over := l.After(0, time.Hour, time.Second, 5*time.Minute, testLogger(t))
 	// The operator's refresh: every slice rewritten without the pod.
 	for _, ns := range namespaces {
 		list, err := cs.DiscoveryV1().EndpointSlices(ns).List(ctx, metav1.ListOptions{LabelSelector: contract.LabelManagedBy + "=" + contract.ManagedBy})
@@ -120,9 +120,14 @@ func TestDrainWaitsUntilNoSliceListsThePod(t *testing.T) {
 			}
 		}
 	}
+	unlistedAt := time.Now()
 	select {
 	case <-over:
 	case <-time.After(time.Minute):
 		t.Fatal("the drain still accepts a minute after no proxy slice lists the pod")
+	}
+	// And not before its settle period (1s) for kube-proxy has passed.
+	if waited := time.Since(unlistedAt); waited < time.Second {
+		t.Fatalf("the drain stopped accepting %s after the last slice dropped the pod, within its 1s settle period", waited)
 	}
 }

@@ -92,6 +92,11 @@ func Start(opts Options) (*Env, error) {
 		// too short for that (seen: "timeout waiting for process
 		// kube-apiserver to start successfully").
 		ControlPlaneStartTimeout: 3 * time.Minute,
+		// The same for the CRDs to be served: 10 s by default, which a
+		// package starting beside the end-to-end tier's 500 ElastiServices
+		// (TestResolverRolloutAtScale) once missed ("something went wrong
+		// waiting for CRDs to appear as API resources").
+		CRDInstallOptions: envtest.CRDInstallOptions{MaxTime: 2 * time.Minute},
 	}
 	// envtest's default Service range is a /24: 254 ClusterIPs for a whole
 	// package, which the controller suite's Services (never deleted, as

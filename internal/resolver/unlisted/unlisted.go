@@ -67,11 +67,13 @@ func (l Lister) Listing(ctx context.Context) (listing, read int, err error) {
 }
 
 // After returns a channel that closes when a draining resolver may close
-// its ports: period after the call, and then once no proxy slice lists the
-// pod, or once their count has not fallen for stall (nobody is rewriting
-// them: the operator is not running, as during an uninstall, or there is no
-// other ready resolver to point them at); at most max after the call.
-func (l Lister) After(period, stall, max time.Duration, log logr.Logger) <-chan struct{} {
+// its ports: period after the call, and then settle after no proxy slice
+// lists the pod any more (kube-proxy on every node applies the last
+// rewrite in that time), or once their count has not fallen for stall
+// (nobody is rewriting them: the operator is not running, as during an
+// uninstall, or there is no other ready resolver to point them at); at
+// most max after the call.
+func (l Lister) After(period, stall, settle, max time.Duration, log logr.Logger) <-chan struct{} {
 	over := make(chan struct{})
 	go func() {
 		defer close(over)
@@ -91,7 +93,11 @@ func (l Lister) After(period, stall, max time.Duration, log logr.Logger) <-chan 
 			log.Info("proxy EndpointSlices that still list this pod", "listing", listing, "read", read)
 		}) {
 		case Unlisted:
-			log.Info("no proxy EndpointSlice lists this pod; closing the ports")
+			log.Info("no proxy EndpointSlice lists this pod; closing the ports once kube-proxy has applied it", "settle", settle)
+			select {
+			case <-time.After(settle):
+			case <-ctx.Done():
+			}
 		case Stalled:
 			log.Info("proxy EndpointSlices still list this pod, but none was rewritten for a while; closing the ports", "stall", stall)
 		case Bounded:

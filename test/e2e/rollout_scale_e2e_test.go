@@ -1,0 +1,273 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	elastiv1alpha1 "elasti.dev/elasti/api/v1alpha1"
+	"elasti.dev/elasti/internal/contract"
+	"elasti.dev/elasti/internal/testenv/estest"
+)
+
+// rolloutAsleep is how many ElastiServices sleep through the resolver
+// rollout: the e2e budget's size of the 10,000 make bench measures (issue
+// 43 asks for at least 500).
+const rolloutAsleep = 500
+
+// TestResolverRolloutAtScale: with 500 ElastiServices asleep, the
+// resolvers are restarted as `kubectl rollout restart` does, while clients
+// send requests to 20 of them throughout, half on new connections and half
+// on kept-alive ones. The 20 answer from a static response, so every
+// request goes through a resolver and none wakes its target. Not one
+// request fails: each new resolver is in every proxy slice before an old
+// one stops being ready (the rollout's maxUnavailable 0), the operator
+// rewrites the 500 slices in one pass when the resolvers change, and an
+// old resolver keeps accepting until no slice lists it
+// (docs/architecture.md, "When the resolvers change"). The test logs how
+// long after each old pod's deletion the slices stopped listing it.
+func TestResolverRolloutAtScale(t *testing.T) {
+	e := Get(t)
+	e.InstallElasti(t)
+	ns := e.NewNamespace(t)
+	ctx := context.Background()
+	t.Cleanup(func() { deleteAtScale(t, e, ns) })
+
+	path := "/ping"
+	static := &elastiv1alpha1.ProxySpec{StaticResponses: []elastiv1alpha1.StaticResponse{{
+		Name:    "ping",
+		Match:   elastiv1alpha1.StaticResponseMatch{Path: &elastiv1alpha1.PathMatch{Exact: &path}},
+		Respond: elastiv1alpha1.StaticReply{Body: "asleep\n"},
+	}}}
+	start := time.Now()
+	createAtScale(t, e, ns, rolloutAsleep, func(i int, es *elastiv1alpha1.ElastiService) {
+		if i < 20 {
+			es.Spec.Proxy = static
+		}
+	})
+	t.Logf("%d Deployments at 0, Services and ElastiServices created in %s", rolloutAsleep, time.Since(start).Round(time.Second))
+	Eventually(t, 5*time.Minute, time.Second, func(ctx context.Context) error {
+		n, err := proxySlicesListingReady(ctx, e, ns)
+		if err == nil && n < rolloutAsleep {
+			err = fmt.Errorf("%d of %d proxy slices list a resolver", n, rolloutAsleep)
+		}
+		return err
+	})
+	t.Logf("all %d asleep behind the resolvers %s after the first create", rolloutAsleep, time.Since(start).Round(time.Second))
+
+	var ips []string
+	for i := range 20 {
+		var svc corev1.Service
+		if err := e.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: scaleName(i)}, &svc); err != nil {
+			t.Fatal(err)
+		}
+		ips = append(ips, svc.Spec.ClusterIP)
+	}
+	old, err := e.Pods(ctx, ElastiNamespace, map[string]string{contract.LabelComponent: contract.ComponentResolver})
+	if err != nil || len(old) == 0 {
+		t.Fatalf("resolver pods: %d, %v", len(old), err)
+	}
+
+	stop := make(chan struct{})
+	var sent, failed atomic.Int64
+	var mu sync.Mutex
+	var failures []string
+	var wg sync.WaitGroup
+	for i, ip := range ips {
+		c := &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{DialContext: e.Dialer.DialContext, DisableKeepAlives: i%2 == 0}}
+		wg.Go(func() {
+			tick := time.NewTicker(100 * time.Millisecond)
+			defer tick.Stop()
+			for {
+				sent.Add(1)
+				if err := getStatic(c, strings.TrimSuffix(httpURL(ip, DemoHTTPPort), "/")+path); err != nil {
+					failed.Add(1)
+					mu.Lock()
+					failures = append(failures, fmt.Sprintf("%s %s (keep-alive %v): %v", time.Now().Format("15:04:05.000"), ip, i%2 == 1, err))
+					mu.Unlock()
+				}
+				select {
+				case <-stop:
+					return
+				case <-tick.C:
+				}
+			}
+		})
+	}
+
+	time.Sleep(2 * time.Second) // traffic before the rollout too
+	restartAt := time.Now()
+	patch := fmt.Sprintf(`{"spec":{"template":{"metadata":{"annotations":{"kubectl.kubernetes.io/restartedAt":%q}}}}}`, restartAt.Format(time.RFC3339))
+	d := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: ElastiNamespace, Name: ResolverDeployment}}
+	if err := e.Client.Patch(ctx, d, client.RawPatch(types.MergePatchType, []byte(patch))); err != nil {
+		t.Fatal(err)
+	}
+	// Until every old pod is gone: its drain is over.
+	unlisted := map[string]time.Duration{}
+	Eventually(t, 5*time.Minute, 250*time.Millisecond, func(ctx context.Context) error {
+		listing, err := slicesListing(ctx, e, ns)
+		if err != nil {
+			return err
+		}
+		var left []string
+		for _, p := range old {
+			if _, done := unlisted[p.Name]; !done && listing[p.Name] == 0 {
+				unlisted[p.Name] = time.Since(restartAt)
+			}
+			var pod corev1.Pod
+			if err := e.Client.Get(ctx, client.ObjectKeyFromObject(&p), &pod); err == nil && pod.UID == p.UID {
+				left = append(left, p.Name)
+			}
+		}
+		if len(left) > 0 {
+			return fmt.Errorf("old resolver pods still running: %v", left)
+		}
+		return e.WaitRolledOut(ctx, ElastiNamespace, ResolverDeployment)
+	})
+	t.Logf("rollout done and the old resolvers gone %s after the restart; no proxy slice listed each old pod at the test's first look after: %v",
+		time.Since(restartAt).Round(100*time.Millisecond), unlisted)
+	time.Sleep(2 * time.Second) // traffic after the rollout too
+	close(stop)
+	wg.Wait()
+
+	t.Logf("%d requests to 20 of the %d asleep during the rollout, %d failed", sent.Load(), rolloutAsleep, failed.Load())
+	for i, f := range failures {
+		if i == 10 {
+			t.Errorf("... and %d more", len(failures)-10)
+			break
+		}
+		t.Errorf("failed: %s", f)
+	}
+	for i := range 20 {
+		if n, _, err := e.Replicas(ctx, ns, scaleName(i)); err != nil || n != 0 {
+			t.Errorf("%s at %d replicas (%v): a static response or the rollout woke it", scaleName(i), n, err)
+		}
+	}
+}
+
+func scaleName(i int) string { return fmt.Sprintf("app-%04d", i) }
+
+// createAtScale creates n Deployments at zero, their Services, and an
+// ElastiService for each (idle trigger), 16 at a time; adjust may change
+// the i-th ElastiService.
+func createAtScale(t *testing.T, e *Env, ns string, n int, adjust func(i int, es *elastiv1alpha1.ElastiService)) {
+	t.Helper()
+	jobs := make(chan int)
+	errc := make(chan error, 1)
+	var wg sync.WaitGroup
+	for range 16 {
+		wg.Go(func() {
+			for i := range jobs {
+				es := e.ElastiServiceFor(ns, scaleName(i), IdleQuery, estest.Service(scaleName(i)), estest.Deployment(scaleName(i)))
+				adjust(i, es)
+				for _, o := range []client.Object{DemoAppDeployment(ns, scaleName(i), 0), DemoAppHTTPService(ns, scaleName(i)), es} {
+					if err := e.Client.Create(context.Background(), o); err != nil {
+						select {
+						case errc <- fmt.Errorf("create %s: %w", scaleName(i), err):
+						default:
+						}
+					}
+				}
+			}
+		})
+	}
+	for i := range n {
+		jobs <- i
+	}
+	close(jobs)
+	wg.Wait()
+	select {
+	case err := <-errc:
+		t.Fatal(err)
+	default:
+	}
+}
+
+// deleteAtScale removes the Deployments first, so that the operator has no
+// target to restore for each ElastiService it finalizes, then the
+// ElastiServices, and waits for them to be gone.
+func deleteAtScale(t *testing.T, e *Env, ns string) {
+	ctx := context.Background()
+	if err := e.Client.DeleteAllOf(ctx, &appsv1.Deployment{}, client.InNamespace(ns)); err != nil {
+		t.Errorf("delete Deployments: %v", err)
+	}
+	if err := e.Client.DeleteAllOf(ctx, &elastiv1alpha1.ElastiService{}, client.InNamespace(ns)); err != nil {
+		t.Errorf("delete ElastiServices: %v", err)
+	}
+	Eventually(t, 5*time.Minute, time.Second, func(ctx context.Context) error {
+		var l elastiv1alpha1.ElastiServiceList
+		if err := e.Client.List(ctx, &l, client.InNamespace(ns)); err != nil {
+			return err
+		}
+		if len(l.Items) > 0 {
+			return fmt.Errorf("%d ElastiServices left", len(l.Items))
+		}
+		return nil
+	})
+}
+
+// slicesListing counts, per resolver pod, the proxy slices in ns that list
+// it.
+func slicesListing(ctx context.Context, e *Env, ns string) (map[string]int, error) {
+	l, err := e.Clientset.DiscoveryV1().EndpointSlices(ns).List(ctx, metav1.ListOptions{LabelSelector: contract.LabelManagedBy + "=" + contract.ManagedBy})
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]int{}
+	for _, s := range l.Items {
+		for _, ep := range s.Endpoints {
+			if ep.TargetRef != nil {
+				out[ep.TargetRef.Name]++
+			}
+		}
+	}
+	return out, nil
+}
+
+// proxySlicesListingReady counts the proxy slices in ns with a ready
+// endpoint.
+func proxySlicesListingReady(ctx context.Context, e *Env, ns string) (int, error) {
+	l, err := e.Clientset.DiscoveryV1().EndpointSlices(ns).List(ctx, metav1.ListOptions{LabelSelector: contract.LabelManagedBy + "=" + contract.ManagedBy})
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	for _, s := range l.Items {
+		if readyIn(s) > 0 && s.AddressType == discoveryv1.AddressTypeIPv4 {
+			n++
+		}
+	}
+	return n, nil
+}
+
+// getStatic GETs url and wants the static response.
+func getStatic(c *http.Client, url string) error {
+	resp, err := c.Get(url)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return err
+	}
+	if resp.StatusCode != http.StatusOK || strings.TrimSpace(string(b)) != "asleep" {
+		return fmt.Errorf("%d %q", resp.StatusCode, b)
+	}
+	return nil
+}
