@@ -118,30 +118,30 @@ func run(cfg config, log logr.Logger) error {
 	log.Info("signal received, draining", "period", cfg.drainPeriod, "periodMax", cfg.drainPeriodMax, "timeout", cfg.drainTimeout)
 	drainCtx, cancel := context.WithTimeout(context.Background(), cfg.drainPeriodMax+cfg.drainTimeout)
 	defer cancel()
-	r.DrainUntil(drainCtx, acceptUntil(restCfg, cfg, log))
+	drain(drainCtx, r, restCfg, cfg, log)
 	shutdownCtx, cancelShutdown := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancelShutdown()
 	_ = admin.Shutdown(shutdownCtx)
 	return nil
 }
 
-// acceptUntil is when a drain closes the ports (unlisted.Lister.After);
-// without the pod's name, --drain-period after SIGTERM.
-func acceptUntil(restCfg *rest.Config, cfg config, log logr.Logger) <-chan struct{} {
+// drain keeps the ports open until no proxy EndpointSlice lists this pod
+// (unlisted.Lister.After); without the pod's name or a client, for
+// --drain-period.
+func drain(ctx context.Context, r *resolver.Resolver, restCfg *rest.Config, cfg config, log logr.Logger) {
 	cs, err := kubernetes.NewForConfig(restCfg)
-	if err == nil && cfg.podName != "" {
-		l := unlisted.Lister{Client: cs, Namespaces: cfg.watchNamespaces, Pod: cfg.podName}
-		// A drain period with no slice rewritten: nobody is rewriting them.
-		// And a drain period after the last rewrite, as after SIGTERM, for
-		// kube-proxy to apply it.
-		return l.After(cfg.drainPeriod, cfg.drainPeriod, cfg.drainPeriod, cfg.drainPeriodMax, log.WithName("drain"))
+	if err != nil || cfg.podName == "" {
+		if err != nil {
+			log.Error(err, "draining for --drain-period only: no client for the proxy EndpointSlices")
+		}
+		r.Drain(ctx, cfg.drainPeriod)
+		return
 	}
-	if err != nil {
-		log.Error(err, "draining for --drain-period only: no client for the proxy EndpointSlices")
-	}
-	over := make(chan struct{})
-	time.AfterFunc(cfg.drainPeriod, func() { close(over) })
-	return over
+	l := unlisted.Lister{Client: cs, Namespaces: cfg.watchNamespaces, Pod: cfg.podName}
+	// A drain period with no slice rewritten: nobody is rewriting them.
+	// And a drain period after the last rewrite, as after SIGTERM, for
+	// kube-proxy to apply it.
+	r.DrainUntil(ctx, l.After(cfg.drainPeriod, cfg.drainPeriod, cfg.drainPeriod, cfg.drainPeriodMax, log.WithName("drain")))
 }
 
 // withProfiling serves net/http/pprof's handlers under /debug/pprof/ and the

@@ -15,7 +15,6 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
-	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -62,7 +61,7 @@ func TestResolverRolloutAtScale(t *testing.T) {
 	})
 	t.Logf("%d Deployments at 0, Services and ElastiServices created in %s", rolloutAsleep, time.Since(start).Round(time.Second))
 	Eventually(t, 5*time.Minute, time.Second, func(ctx context.Context) error {
-		n, err := proxySlicesListingReady(ctx, e, ns)
+		_, n, err := proxySlicesIn(ctx, e, ns)
 		if err == nil && n < rolloutAsleep {
 			err = fmt.Errorf("%d of %d proxy slices list a resolver", n, rolloutAsleep)
 		}
@@ -120,7 +119,7 @@ func TestResolverRolloutAtScale(t *testing.T) {
 	// Until every old pod is gone: its drain is over.
 	unlisted := map[string]time.Duration{}
 	Eventually(t, 5*time.Minute, 250*time.Millisecond, func(ctx context.Context) error {
-		listing, err := slicesListing(ctx, e, ns)
+		listing, _, err := proxySlicesIn(ctx, e, ns)
 		if err != nil {
 			return err
 		}
@@ -221,38 +220,25 @@ func deleteAtScale(t *testing.T, e *Env, ns string) {
 	})
 }
 
-// slicesListing counts, per resolver pod, the proxy slices in ns that list
-// it.
-func slicesListing(ctx context.Context, e *Env, ns string) (map[string]int, error) {
+// proxySlicesIn reads the proxy slices in ns: how many list each resolver
+// pod, and how many have a ready endpoint.
+func proxySlicesIn(ctx context.Context, e *Env, ns string) (byPod map[string]int, ready int, err error) {
 	l, err := e.Clientset.DiscoveryV1().EndpointSlices(ns).List(ctx, metav1.ListOptions{LabelSelector: contract.LabelManagedBy + "=" + contract.ManagedBy})
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
-	out := map[string]int{}
+	byPod = map[string]int{}
 	for _, s := range l.Items {
+		if readyIn(s) > 0 {
+			ready++
+		}
 		for _, ep := range s.Endpoints {
 			if ep.TargetRef != nil {
-				out[ep.TargetRef.Name]++
+				byPod[ep.TargetRef.Name]++
 			}
 		}
 	}
-	return out, nil
-}
-
-// proxySlicesListingReady counts the proxy slices in ns with a ready
-// endpoint.
-func proxySlicesListingReady(ctx context.Context, e *Env, ns string) (int, error) {
-	l, err := e.Clientset.DiscoveryV1().EndpointSlices(ns).List(ctx, metav1.ListOptions{LabelSelector: contract.LabelManagedBy + "=" + contract.ManagedBy})
-	if err != nil {
-		return 0, err
-	}
-	n := 0
-	for _, s := range l.Items {
-		if readyIn(s) > 0 && s.AddressType == discoveryv1.AddressTypeIPv4 {
-			n++
-		}
-	}
-	return n, nil
+	return byPod, ready, nil
 }
 
 // getStatic GETs url and wants the static response.

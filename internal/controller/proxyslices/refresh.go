@@ -65,8 +65,9 @@ func Refresh(ctx context.Context, list Lister, w Updater, resolvers []Resolver, 
 		case equality.Semantic.DeepEqual(s.Endpoints, eps):
 			out.Current++
 		default:
-			s = s.DeepCopy()
-			s.Endpoints = eps
+			// The list's items are this call's own; each gets endpoints of
+			// its own, as the writes decode their answers into them at once.
+			s.Endpoints = endpoints(resolvers, s.AddressType)
 			stale = append(stale, s)
 		}
 	}
