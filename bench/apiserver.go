@@ -122,3 +122,24 @@ func (b *bench) addAPIServer(before, after *apiserverReading) {
 			src+"; linear inside the bucket, as histogram_quantile"))
 	}
 }
+
+// sumCounter adds up the series of the counter name in a Prometheus text
+// exposition whose labels keep accepts; 0 when there is none.
+func sumCounter(text, name string, keep func(map[string]string) bool) float64 {
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	families, err := parser.TextToMetricFamilies(strings.NewReader(text))
+	if err != nil || families[name] == nil {
+		return 0
+	}
+	sum := 0.0
+	for _, m := range families[name].GetMetric() {
+		labels := map[string]string{}
+		for _, lp := range m.GetLabel() {
+			labels[lp.GetName()] = lp.GetValue()
+		}
+		if keep(labels) {
+			sum += m.GetCounter().GetValue()
+		}
+	}
+	return sum
+}

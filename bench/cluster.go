@@ -205,21 +205,23 @@ func clusterIP(ctx context.Context, ns, name string) (string, error) {
 
 // deleteAllES deletes a namespace's Deployments first (so the deletion
 // finalizer has no target to wake) and then its ElastiServices, and waits
-// until they are gone.
+// until they are gone. A delete of 10,000 objects at once can outlast the
+// API server's request timeout (it goes on deleting after it answered), so
+// both deletes are repeated, 10 s apart, until none is left.
 func deleteAllES(ctx context.Context, ns string) error {
-	if err := kube.Client.DeleteAllOf(ctx, &appsv1.Deployment{}, client.InNamespace(ns)); err != nil && !apierrors.IsNotFound(err) {
-		return err
-	}
-	if err := kube.Client.DeleteAllOf(ctx, &elastiv1alpha1.ElastiService{}, client.InNamespace(ns)); err != nil && !apierrors.IsNotFound(err) {
-		return err
-	}
-	return e2e.Poll(ctx, 5*time.Minute, 500*time.Millisecond, func(ctx context.Context) error {
-		var l elastiv1alpha1.ElastiServiceList
-		if err := kube.Client.List(ctx, &l, client.InNamespace(ns)); err != nil {
+	return e2e.Poll(ctx, 10*time.Minute, 10*time.Second, func(ctx context.Context) error {
+		for _, o := range []client.Object{&appsv1.Deployment{}, &elastiv1alpha1.ElastiService{}} {
+			if err := kube.Client.DeleteAllOf(ctx, o, client.InNamespace(ns)); err != nil && !apierrors.IsNotFound(err) {
+				logf("delete the %T of %s (repeated): %v", o, ns, err)
+			}
+		}
+		var l metav1.PartialObjectMetadataList
+		l.SetGroupVersionKind(elastiv1alpha1.GroupVersion.WithKind("ElastiServiceList"))
+		if err := kube.Client.List(ctx, &l, client.InNamespace(ns), client.Limit(1)); err != nil {
 			return err
 		}
 		if len(l.Items) != 0 {
-			return fmt.Errorf("%s: %d ElastiServices left", ns, len(l.Items))
+			return fmt.Errorf("%s: ElastiServices left", ns)
 		}
 		return nil
 	})
@@ -228,7 +230,7 @@ func deleteAllES(ctx context.Context, ns string) error {
 // cleanup removes the bench's namespaces (so a reused cluster is left as it
 // was, Elasti installed), bounded in time.
 func (b *bench) cleanup() {
-	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 12*time.Minute)
 	defer cancel()
 	for _, ns := range []string{nsScale, nsBurst, nsHPA, nsTails, nsCold, nsPlain} {
 		if err := deleteAllES(ctx, ns); err != nil {

@@ -23,7 +23,7 @@ func (b *bench) idle(ctx context.Context) {
 	for _, c := range []struct {
 		name string
 		pods labels.Set
-	}{{"operator RSS, idle", operatorPods}, {"resolver RSS, idle (1,000 ports open, no mappings)", resolverPods}} {
+	}{{"operator RSS, idle", operatorPods}, {"resolver RSS, idle (11,000 ports open, no mappings)", resolverPods}} {
 		xs, err := sampleRSS(ctx, c.pods, 5)
 		if err != nil {
 			b.add(skipped(secIdle, c.name, "MiB", nil, err.Error()))

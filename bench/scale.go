@@ -5,31 +5,46 @@ package main
 import (
 	"context"
 	"fmt"
+	"maps"
 	"net"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	elastiv1alpha1 "elasti.dev/elasti/api/v1alpha1"
 	"elasti.dev/elasti/bench/report"
 	"elasti.dev/elasti/internal/testenv/estest"
 	"elasti.dev/elasti/test/e2e"
 )
 
-// Scale: 1,000 ElastiServices with their Deployments at zero, all in proxy
-// mode on one resolver.
+// Scale: Deployments at zero, each with a Service and an ElastiService, all
+// in proxy mode on one resolver; 1,000 first, then 9,000 more up to 10,000
+// (docs/benchmarks.md, "Scale"). At each step: how long until every one is
+// in proxy mode, the RSS of the operator and of the resolver, and the API
+// traffic of a steady minute in which nothing changes.
 
 const (
-	secScale   = "Scale: 1,000 ElastiServices, Deployments at 0"
-	scaleCount = 1000
+	secScale    = "Scale: 1,000 ElastiServices, Deployments at 0"
+	secScale10k = "Scale: 10,000 ElastiServices, Deployments at 0"
+	scaleFirst  = 1000
+	scaleAll    = 10000
+	// steadyWindow is the quiet minute whose API requests are counted.
+	steadyWindow = time.Minute
+)
+
+// The goals of the 10,000 step (issue 43).
+var (
+	goalProxyAfterLast = &report.Goal{Stat: "median", Max: 60}
+	goalOperatorRSS    = &report.Goal{Stat: "median", Max: 300}
+	goalResolverRSS    = &report.Goal{Stat: "median", Max: 100}
+	goalSteadyWrites   = &report.Goal{Stat: "median", Max: 1} // none
+	goalReadGrowth     = &report.Goal{Stat: "median", Max: 1.5}
 )
 
 func (b *bench) scale(ctx context.Context) error {
-	// Free the resolver ports of the earlier ElastiServices: the range has
-	// exactly 1,000.
 	for _, ns := range []string{nsCold, nsHPA, nsBurst} {
 		if err := deleteAllES(ctx, ns); err != nil {
 			return err
@@ -40,7 +55,7 @@ func (b *bench) scale(ctx context.Context) error {
 	}
 	// The burst left the resolver's heap grown (the Go runtime returns
 	// memory to the OS slowly); a fresh resolver makes the RSS below about
-	// the 1,000 mappings alone.
+	// the mappings alone.
 	if err := restartResolver(ctx); err != nil {
 		return err
 	}
@@ -55,71 +70,20 @@ func (b *bench) scale(ctx context.Context) error {
 	}
 	const hist = "elasti_operator_reconcile_duration_seconds"
 	beforeB := report.ParseHistogram(beforeText, hist, "")
-
-	logf("scale: creating %d Deployments at 0, Services and ElastiServices", scaleCount)
-	start := time.Now()
-	jobs := make(chan int)
-	errc := make(chan error, 1)
-	var wg sync.WaitGroup
-	for range 8 {
-		wg.Go(func() {
-			for i := range jobs {
-				name := fmt.Sprintf("app-%04d", i)
-				for _, o := range []client.Object{demoDeployment(nsScale, name, 0), e2e.DemoAppHTTPService(nsScale, name), estest.New(nsScale, name)} {
-					if err := kube.Client.Create(ctx, o); err != nil {
-						select {
-						case errc <- err:
-						default:
-						}
-						return
-					}
-				}
-			}
-		})
-	}
-	for i := range scaleCount {
-		jobs <- i
-	}
-	close(jobs)
-	wg.Wait()
-	select {
-	case err := <-errc:
-		return fmt.Errorf("create scale objects: %w", err)
-	default:
-	}
-	created := time.Since(start)
-	logf("scale: created in %s; waiting for proxy mode", created.Round(time.Millisecond))
-	var proxied int
-	err = e2e.Poll(ctx, 8*time.Minute, 500*time.Millisecond, func(ctx context.Context) error {
-		var l elastiv1alpha1.ElastiServiceList
-		if err := kube.Client.List(ctx, &l, client.InNamespace(nsScale)); err != nil {
-			return err
-		}
-		proxied = 0
-		for _, es := range l.Items {
-			if es.Status.Mode == elastiv1alpha1.ModeProxy && len(es.Status.ProxyPorts) == 1 {
-				proxied++
-			}
-		}
-		if proxied < scaleCount {
-			return fmt.Errorf("%d/%d in proxy mode", proxied, scaleCount)
-		}
-		slices, err := kube.Clientset.DiscoveryV1().EndpointSlices(nsScale).List(ctx, metav1.ListOptions{LabelSelector: "endpointslice.kubernetes.io/managed-by=elasti.dev"})
-		if err != nil {
-			return err
-		}
-		if readyCount(slices.Items) < scaleCount {
-			return fmt.Errorf("%d/%d proxy slices list a ready resolver", readyCount(slices.Items), scaleCount)
-		}
-		return nil
-	})
-	converged := time.Since(start)
+	watchCtx, stopWatch := context.WithCancel(ctx)
+	defer stopWatch()
+	watch, err := watchProxy(watchCtx, nsScale)
 	if err != nil {
-		b.add(skipped(secScale, "time until all are in proxy mode", "s", nil, err.Error()))
 		return err
 	}
-	b.add(fig(secScale, "time until all 1,000 are in proxy mode (from the first create)", "s", []float64{converged.Seconds()}, nil,
-		fmt.Sprintf("mode proxy, one resolver port each, and a proxy slice with a ready resolver; creating the 3,000 objects took %.1f s of it", created.Seconds())))
+
+	first, err := scaleUp(ctx, watch, 0, scaleFirst)
+	if err != nil {
+		b.add(skipped(secScale, "time until all 1,000 are in proxy mode (from the first create)", "s", nil, err.Error()))
+		return err
+	}
+	b.add(fig(secScale, "time until all 1,000 are in proxy mode (from the first create)", "s", []float64{first.converged.Seconds()}, nil,
+		fmt.Sprintf("mode proxy, one resolver port each, and a proxy slice with a ready resolver; creating the 3,000 objects took %.1f s of it", first.created.Seconds())))
 
 	afterText, err := b.scrape(ctx, metricsURL)
 	if err != nil {
@@ -134,20 +98,242 @@ func (b *bench) scale(ctx context.Context) error {
 		Summary: report.Summary{N: int(n), Min: 0,
 			Median: report.HistogramQuantile(0.5, delta) * 1000, P99: report.HistogramQuantile(0.99, delta) * 1000},
 		Note: "from the operator's elasti_operator_reconcile_duration_seconds histogram (buckets 1, 2, 4, ... ms), interpolated as histogram_quantile does; min is not available from a histogram"})
-
-	// The resolver's informer follows status.proxyPorts within moments.
-	time.Sleep(5 * time.Second)
-	if xs, err := sampleRSS(ctx, operatorPods, 5); err == nil {
-		b.add(fig(secScale, "operator RSS with 1,000 ElastiServices", "MiB", xs, nil, "VmRSS, 5 samples 1 s apart"))
+	b.scaleRSS(ctx, secScale, "1,000", nil, nil)
+	steady1, err := b.steadyAPI(ctx, metricsURL)
+	if err != nil {
+		b.note("Scale: the steady minute at 1,000 could not be measured: %s", oneLine(err.Error()))
 	} else {
-		b.add(skipped(secScale, "operator RSS with 1,000 ElastiServices", "MiB", nil, err.Error()))
+		b.addSteady(secScale, "1,000", steady1, nil)
 	}
-	if xs, err := sampleRSS(ctx, resolverPods, 5); err == nil {
-		b.add(fig(secScale, "resolver RSS with 1,000 port mappings", "MiB", xs, nil, "VmRSS, 5 samples 1 s apart"))
-	} else {
-		b.add(skipped(secScale, "resolver RSS with 1,000 port mappings", "MiB", nil, err.Error()))
+
+	all, err := scaleUp(ctx, watch, scaleFirst, scaleAll)
+	if err != nil {
+		b.add(skipped(secScale10k, "time until all 10,000 are in proxy mode, after the last object exists", "s", goalProxyAfterLast, err.Error()))
+		return err
+	}
+	b.add(fig(secScale10k, "time until all 10,000 are in proxy mode, after the last object exists", "s", []float64{(all.converged - all.created).Seconds()}, goalProxyAfterLast,
+		fmt.Sprintf("the 9,000 added to the 1,000 above: creating their 27,000 objects, 16 at a time, took %.1f s, and %.1f s passed from the first create until all 10,000 were in proxy mode with a proxy slice listing a ready resolver", all.created.Seconds(), all.converged.Seconds())))
+	b.scaleRSS(ctx, secScale10k, "10,000", goalOperatorRSS, goalResolverRSS)
+	steady10, err := b.steadyAPI(ctx, metricsURL)
+	if err != nil {
+		b.note("Scale: the steady minute at 10,000 could not be measured: %s", oneLine(err.Error()))
+		return nil
+	}
+	b.addSteady(secScale10k, "10,000", steady10, goalSteadyWrites)
+	if steady1.operatorReads > 0 {
+		b.add(fig(secScale10k, "the operator's API reads in the steady minute, at 10,000 ÷ at 1,000", "×", []float64{steady10.operatorReads / steady1.operatorReads}, goalReadGrowth,
+			fmt.Sprintf("%.0f ÷ %.0f GET requests (rest_client_requests_total); a read rate that grew with the ElastiServices would be about 10×", steady10.operatorReads, steady1.operatorReads)))
 	}
 	return nil
+}
+
+// scaleStep is how long one step of scaleUp took.
+type scaleStep struct {
+	// created is from the first create until the last object existed;
+	// converged from the first create until every ElastiService so far
+	// was in proxy mode with a proxy slice listing a ready resolver.
+	created, converged time.Duration
+}
+
+// scaleUp creates apps from..to-1 (a Deployment at 0, a Service and an
+// ElastiService each) in nsScale and waits until watch sees all to
+// ElastiServices in the namespace in proxy mode, each with a proxy slice
+// that lists a ready resolver.
+func scaleUp(ctx context.Context, watch *proxyWatch, from, to int) (scaleStep, error) {
+	var step scaleStep
+	logf("scale: creating %d Deployments at 0, Services and ElastiServices (to %d)", to-from, to)
+	start := time.Now()
+	jobs := make(chan int)
+	errc := make(chan error, 1)
+	var wg sync.WaitGroup
+	for range 16 {
+		wg.Go(func() {
+			for i := range jobs {
+				name := fmt.Sprintf("app-%05d", i)
+				for _, o := range []client.Object{demoDeployment(nsScale, name, 0), e2e.DemoAppHTTPService(nsScale, name), estest.New(nsScale, name)} {
+					if err := kube.Client.Create(ctx, o); err != nil {
+						select {
+						case errc <- err:
+						default:
+						}
+						return
+					}
+				}
+			}
+		})
+	}
+	go func() {
+		defer close(jobs)
+		for i := from; i < to; i++ {
+			select {
+			case jobs <- i:
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+	wg.Wait()
+	select {
+	case err := <-errc:
+		return step, fmt.Errorf("create scale objects: %w", err)
+	default:
+	}
+	step.created = time.Since(start)
+	logf("scale: created in %s; waiting for proxy mode", step.created.Round(time.Millisecond))
+	err := e2e.Poll(ctx, 10*time.Minute, 250*time.Millisecond, func(ctx context.Context) error {
+		proxied, ready := watch.counts()
+		if proxied < to || ready < to {
+			return fmt.Errorf("%d/%d in proxy mode, %d/%d proxy slices list a ready resolver", proxied, to, ready, to)
+		}
+		return nil
+	})
+	step.converged = time.Since(start)
+	logf("scale: %d in proxy mode %s after the first create", to, step.converged.Round(time.Millisecond))
+	return step, err
+}
+
+// scaleRSS adds the operator's and the resolver's RSS at a step.
+func (b *bench) scaleRSS(ctx context.Context, section, count string, operatorGoal, resolverGoal *report.Goal) {
+	// The resolver's informer follows status.proxyPorts within moments.
+	time.Sleep(5 * time.Second)
+	for _, c := range []struct {
+		name string
+		pods map[string]string
+		goal *report.Goal
+	}{
+		{"operator RSS with " + count + " ElastiServices", operatorPods, operatorGoal},
+		{"resolver RSS with " + count + " port mappings", resolverPods, resolverGoal},
+	} {
+		if xs, err := sampleRSS(ctx, c.pods, 5); err == nil {
+			b.add(fig(section, c.name, "MiB", xs, c.goal, "VmRSS, 5 samples 1 s apart"))
+		} else {
+			b.add(skipped(section, c.name, "MiB", c.goal, err.Error()))
+		}
+	}
+}
+
+// steadyMinute is the API traffic of steadyWindow in which nothing changes.
+type steadyMinute struct {
+	// writes is what the API server counted of writes to the resources
+	// the operator writes (it writes no others but its leader lease), by
+	// resource; nothing else writes them while nothing changes, so this
+	// bounds the operator's from above.
+	writes map[string]float64
+	// operatorReads is the operator's GET requests (client-go's
+	// rest_client_requests_total), its leader lease's included.
+	operatorReads float64
+	// settled is how long it took until a 10 s interval had no writes.
+	settled time.Duration
+}
+
+func (m steadyMinute) totalWrites() float64 {
+	t := 0.0
+	for _, n := range m.writes {
+		t += n
+	}
+	return t
+}
+
+// operatorWrites are the resources the operator writes besides its lease.
+var operatorWrites = map[string]bool{
+	"elastiservices": true, "endpointslices": true, "deployments": true, "statefulsets": true,
+	"services": true, "horizontalpodautoscalers": true, "events": true, "configmaps": true,
+}
+
+// apiWrites reads the API server's count of writes to operatorWrites'
+// resources, by resource.
+func apiWrites(ctx context.Context) (map[string]float64, error) {
+	raw, err := kube.Clientset.CoreV1().RESTClient().Get().AbsPath("/metrics").DoRaw(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("the API server's metrics: %w", err)
+	}
+	out := map[string]float64{}
+	for r := range operatorWrites {
+		out[r] = sumCounter(string(raw), "apiserver_request_total", func(l map[string]string) bool {
+			switch l["verb"] {
+			case "POST", "PUT", "PATCH", "DELETE", "APPLY", "CREATE", "UPDATE", "DELETECOLLECTION":
+				return l["resource"] == r
+			}
+			return false
+		})
+	}
+	return out, nil
+}
+
+func subtract(after, before map[string]float64) map[string]float64 {
+	out := map[string]float64{}
+	for r, n := range after {
+		if d := n - before[r]; d != 0 {
+			out[r] = d
+		}
+	}
+	return out
+}
+
+// steadyAPI counts the API traffic of steadyWindow, once the cluster has
+// settled: Kubernetes' own controllers go on writing the new Deployments'
+// ReplicaSets and status and the Services' EndpointSlices for minutes after
+// the creates, at their own rate limits. Settled is the first 10 s with no
+// write counted, within 5 min (measured anyway after that).
+func (b *bench) steadyAPI(ctx context.Context, metricsURL string) (steadyMinute, error) {
+	var m steadyMinute
+	start := time.Now()
+	prev, err := apiWrites(ctx)
+	if err != nil {
+		return m, err
+	}
+	for time.Since(start) < 5*time.Minute {
+		select {
+		case <-ctx.Done():
+			return m, ctx.Err()
+		case <-time.After(10 * time.Second):
+		}
+		now, err := apiWrites(ctx)
+		if err != nil {
+			return m, err
+		}
+		d := subtract(now, prev)
+		prev = now
+		if len(d) == 0 {
+			break
+		}
+		logf("scale: not settled yet, writes in 10 s: %v", d)
+	}
+	m.settled = time.Since(start)
+	text, err := b.scrape(ctx, metricsURL)
+	if err != nil {
+		return m, err
+	}
+	get := func(l map[string]string) bool { return l["method"] == "GET" }
+	reads0 := sumCounter(text, "rest_client_requests_total", get)
+	logf("scale: settled after %s; counting the API requests of a steady %s", m.settled.Round(time.Second), steadyWindow)
+	select {
+	case <-ctx.Done():
+		return m, ctx.Err()
+	case <-time.After(steadyWindow):
+	}
+	now, err := apiWrites(ctx)
+	if err != nil {
+		return m, err
+	}
+	m.writes = subtract(now, prev)
+	if text, err = b.scrape(ctx, metricsURL); err != nil {
+		return m, err
+	}
+	m.operatorReads = sumCounter(text, "rest_client_requests_total", get) - reads0
+	return m, nil
+}
+
+func (b *bench) addSteady(section, count string, m steadyMinute, writesGoal *report.Goal) {
+	by := "none"
+	if len(m.writes) > 0 {
+		by = fmt.Sprint(m.writes)
+	}
+	b.add(fig(section, "API writes in a steady minute with "+count+" asleep", "writes", []float64{m.totalWrites()}, writesGoal,
+		fmt.Sprintf("the API server's apiserver_request_total for writes to %s (all the operator writes besides its leader lease), over 60 s in which nothing changed, after %.0f s of settling (Kubernetes' own controllers finishing the creates); by resource: %s",
+			strings.Join(slices.Sorted(maps.Keys(operatorWrites)), ", "), m.settled.Seconds(), by)))
+	b.add(fig(section, "operator API reads per second in a steady minute with "+count+" asleep", "/s", []float64{m.operatorReads / steadyWindow.Seconds()}, nil,
+		"GET requests in the operator's rest_client_requests_total over the same 60 s, its leader lease's included; the resolver's are not counted (it exports no client metrics)"))
 }
 
 // restartResolver replaces the resolver's pod and waits for the new one to

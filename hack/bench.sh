@@ -10,6 +10,8 @@
 #   BENCH_RUNS=N        cold-start runs (default 30)
 #   BENCH_TAIL_RUNS=N   wakes for the tails of (a) and (b) (default 200)
 #   BENCH_KEEP_CLUSTER=1 leave a cluster this run started running
+#   BENCH_ONLY=scale    the install and the scale figures only, into
+#                       bench/results/scale/ (README and docs untouched)
 #
 # Benchmarks are not tests: this never fails on numbers (`make bench-check`
 # compares them with the goals).
@@ -28,8 +30,15 @@ else
   go build -o bin/elasti-cluster ./test/cluster/cmd/elasti-cluster
   # The cluster session rule (reuse a running cluster, or bring one up and
   # take it down after) is cluster.Session's, in Go.
+  if [[ -n ${BENCH_ONLY:-} ]]; then
+    out=bench/results/$BENCH_ONLY
+    set -- -out "$out" -only "$BENCH_ONLY"
+  else
+    out=bench/results
+    set -- -out "$out" -readme README.md
+  fi
   bin/elasti-cluster run --images ${BENCH_KEEP_CLUSTER:+--keep} -- \
-    bin/elasti-bench run -out bench/results -readme README.md -since "$start" -runs "${BENCH_RUNS:-30}" -tail-runs "${BENCH_TAIL_RUNS:-200}"
+    bin/elasti-bench run "$@" -since "$start" -runs "${BENCH_RUNS:-30}" -tail-runs "${BENCH_TAIL_RUNS:-200}"
 fi
 echo "bench: done in $(( $(date +%s) - start ))s"
-cat bench/results/latest.md
+cat "${out:-bench/results}/latest.md"

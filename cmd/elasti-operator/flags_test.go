@@ -28,8 +28,8 @@ func TestParseFlags(t *testing.T) {
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("defaults (-want +got)\n%s", diff)
 	}
-	if o.kubeAPIQPS != 20 || o.kubeAPIBurst != 30 || o.controller.TriggerWorkers != 16 || o.controller.TriggerEvaluationTimeout != 2*time.Minute {
-		t.Errorf("API rate limit %v/%d, trigger workers %d, evaluation timeout %s; want 20/30, 16, 2m",
+	if o.kubeAPIQPS != 200 || o.kubeAPIBurst != 400 || o.controller.TriggerWorkers != 16 || o.controller.TriggerEvaluationTimeout != 2*time.Minute {
+		t.Errorf("API rate limit %v/%d, trigger workers %d, evaluation timeout %s; want 200/400, 16, 2m",
 			o.kubeAPIQPS, o.kubeAPIBurst, o.controller.TriggerWorkers, o.controller.TriggerEvaluationTimeout)
 	}
 	o, err = parse("--port-range=30000-30009", "--watch-namespaces=a, b", "--grace-period=5s", "--activation-audiences=elasti", "--port-quarantine=0s")

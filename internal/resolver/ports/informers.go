@@ -7,6 +7,7 @@ import (
 	"github.com/go-logr/logr"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
@@ -72,7 +73,8 @@ func Watch(ctx context.Context, cfg *rest.Config, ports *PortMap, eps *endpoints
 		Mapper:           mapper,
 		DefaultTransform: cache.TransformStripManagedFields(),
 		ByObject: map[client.Object]cache.ByObject{
-			&discoveryv1.EndpointSlice{}: {Label: ownSlices(), Transform: summarizeSlice},
+			&discoveryv1.EndpointSlice{}:    {Label: ownSlices(), Transform: summarizeSlice},
+			&elastiv1alpha1.ElastiService{}: {Transform: trimElastiService},
 		},
 	}
 	if len(opts.Namespaces) > 0 {
@@ -171,6 +173,34 @@ func (s *informedSlices) Slices(svc types.NamespacedName) []*discoveryv1.Endpoin
 }
 
 func (s *informedSlices) Synced() toolscache.DoneChecker { return s.reg.HasSyncedChecker() }
+
+// trimElastiService is the ElastiService informer's transform: it keeps
+// what the resolver reads (route.TargetsOf, route.OperatorSaysFallback and
+// the waking page's progress) and drops the rest (annotations such as
+// kubectl's last-applied configuration, triggers, the scale target, the
+// other conditions), which would otherwise be most of the store's memory
+// per ElastiService (docs/architecture.md, "Cost per ElastiService").
+func trimElastiService(obj any) (any, error) {
+	es, ok := obj.(*elastiv1alpha1.ElastiService)
+	if !ok {
+		return obj, nil // a tombstone: the informer's key is all it needs
+	}
+	out := &elastiv1alpha1.ElastiService{
+		TypeMeta: es.TypeMeta,
+		ObjectMeta: metav1.ObjectMeta{
+			Name: es.Name, Namespace: es.Namespace, UID: es.UID,
+			ResourceVersion: es.ResourceVersion, DeletionTimestamp: es.DeletionTimestamp,
+		},
+		Spec: elastiv1alpha1.ElastiServiceSpec{Service: es.Spec.Service, Proxy: es.Spec.Proxy},
+		Status: elastiv1alpha1.ElastiServiceStatus{
+			Mode: es.Status.Mode, ProxyPorts: es.Status.ProxyPorts, WakeProgress: es.Status.WakeProgress,
+		},
+	}
+	if c := meta.FindStatusCondition(es.Status.Conditions, elastiv1alpha1.ConditionFallbackActive); c != nil {
+		out.Status.Conditions = []metav1.Condition{{Type: c.Type, Status: c.Status}}
+	}
+	return out, nil
+}
 
 func setElastiService(ports *PortMap, obj any) {
 	if es, ok := obj.(*elastiv1alpha1.ElastiService); ok {

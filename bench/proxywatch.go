@@ -1,0 +1,110 @@
+//go:build bench
+
+package main
+
+import (
+	"context"
+	"fmt"
+	"sync"
+
+	discoveryv1 "k8s.io/api/discovery/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	toolscache "k8s.io/client-go/tools/cache"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	elastiv1alpha1 "elasti.dev/elasti/api/v1alpha1"
+	"elasti.dev/elasti/internal/contract"
+)
+
+// proxyWatch counts, in one namespace, the ElastiServices in proxy mode
+// with their one resolver port, and the proxy slices that list a ready
+// resolver, from one watch of each. A LIST of 10,000 objects every second
+// would itself load the API server whose answers the scale figures time.
+type proxyWatch struct {
+	mu      sync.Mutex
+	proxied map[string]bool // ElastiService name
+	ready   map[string]bool // proxy slice name
+}
+
+// watchProxy starts the watches, until ctx ends, and waits for their first
+// list.
+func watchProxy(ctx context.Context, ns string) (*proxyWatch, error) {
+	c, err := cache.New(kube.REST, cache.Options{
+		Scheme:            kube.Client.Scheme(),
+		DefaultNamespaces: map[string]cache.Config{ns: {}},
+		DefaultTransform:  cache.TransformStripManagedFields(),
+		ByObject: map[client.Object]cache.ByObject{
+			&discoveryv1.EndpointSlice{}: {Label: labels.SelectorFromSet(labels.Set{contract.LabelManagedBy: contract.ManagedBy})},
+		},
+	})
+	if err != nil {
+		return nil, fmt.Errorf("watch %s: %w", ns, err)
+	}
+	w := &proxyWatch{proxied: map[string]bool{}, ready: map[string]bool{}}
+	for _, f := range []struct {
+		obj client.Object
+		set map[string]bool
+		is  func(any) bool
+	}{
+		{&elastiv1alpha1.ElastiService{}, w.proxied, func(o any) bool {
+			es, ok := o.(*elastiv1alpha1.ElastiService)
+			return ok && es.Status.Mode == elastiv1alpha1.ModeProxy && len(es.Status.ProxyPorts) == 1
+		}},
+		{&discoveryv1.EndpointSlice{}, w.ready, func(o any) bool {
+			s, ok := o.(*discoveryv1.EndpointSlice)
+			return ok && readyCount([]discoveryv1.EndpointSlice{*s}) > 0
+		}},
+	} {
+		inf, err := c.GetInformer(ctx, f.obj)
+		if err != nil {
+			return nil, err
+		}
+		set := func(o any) {
+			m, ok := o.(client.Object)
+			if !ok {
+				return
+			}
+			w.mu.Lock()
+			defer w.mu.Unlock()
+			if f.is(o) {
+				f.set[m.GetName()] = true
+			} else {
+				delete(f.set, m.GetName())
+			}
+		}
+		if _, err := inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
+			AddFunc:    set,
+			UpdateFunc: func(_, o any) { set(o) },
+			DeleteFunc: func(o any) {
+				if t, ok := o.(toolscache.DeletedFinalStateUnknown); ok {
+					o = t.Obj
+				}
+				if m, ok := o.(client.Object); ok {
+					w.mu.Lock()
+					delete(f.set, m.GetName())
+					w.mu.Unlock()
+				}
+			},
+		}); err != nil {
+			return nil, err
+		}
+	}
+	go func() {
+		if err := c.Start(ctx); err != nil {
+			logf("watch %s: %v", ns, err)
+		}
+	}()
+	if !c.WaitForCacheSync(ctx) {
+		return nil, fmt.Errorf("watch %s: not synced", ns)
+	}
+	return w, nil
+}
+
+// counts returns how many ElastiServices are in proxy mode and how many
+// proxy slices list a ready resolver.
+func (w *proxyWatch) counts() (proxied, ready int) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return len(w.proxied), len(w.ready)
+}
