@@ -232,7 +232,7 @@ func deleteAllES(ctx context.Context, ns string) error {
 func (b *bench) cleanup() {
 	ctx, cancel := context.WithTimeout(context.Background(), 12*time.Minute)
 	defer cancel()
-	for _, ns := range []string{nsScale, nsBurst, nsHPA, nsTails, nsCold, nsPlain} {
+	for _, ns := range []string{nsScale, nsSlow, nsBurst, nsHPA, nsTails, nsCold, nsPlain} {
 		if err := deleteAllES(ctx, ns); err != nil {
 			logf("cleanup %s: %v", ns, err)
 		}

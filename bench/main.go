@@ -136,6 +136,10 @@ type bench struct {
 	out string
 	// only names the one scenario to run ("scale"), or is empty.
 	only string
+	// coldShare is Elasti's share of each cold start of the cold start
+	// section (or, with only, of a few cold starts before the scale), for
+	// the cold start at scale.
+	coldShare []float64
 }
 
 func (b *bench) add(f report.Figure) {

@@ -7,11 +7,13 @@ import (
 	"fmt"
 	"sync"
 
+	"github.com/go-logr/logr"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	toolscache "k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
 	elastiv1alpha1 "elasti.dev/elasti/api/v1alpha1"
 	"elasti.dev/elasti/internal/contract"
@@ -30,6 +32,10 @@ type proxyWatch struct {
 // watchProxy starts the watches, until ctx ends, and waits for their first
 // list.
 func watchProxy(ctx context.Context, ns string) (*proxyWatch, error) {
+	// The cache logs through controller-runtime's logger, which warns with
+	// a stack trace unless one is set; its errors reach the bench as its
+	// sync's outcome.
+	ctrllog.SetLogger(logr.Discard())
 	c, err := cache.New(kube.REST, cache.Options{
 		Scheme:            kube.Client.Scheme(),
 		DefaultNamespaces: map[string]cache.Config{ns: {}},

@@ -96,9 +96,6 @@ func (b *bench) clusterFigures(ctx context.Context) error {
 		return fmt.Errorf("install Elasti: %w", err)
 	}
 	b.idle(ctx)
-	if b.only == "scale" {
-		return b.scale(ctx)
-	}
 
 	// No trigger: the ElastiService never sleeps on its own. The bench puts
 	// the target to zero itself, and the operator then moves the Service to
@@ -108,6 +105,13 @@ func (b *bench) clusterFigures(ctx context.Context) error {
 	}
 	if err := waitAwake(ctx, nsCold, appName); err != nil {
 		return err
+	}
+	if b.only == "scale" {
+		// The cold start at scale compares with a few cold starts now.
+		if b.coldShare, err = b.coldShares(ctx, coldScaleRuns, 0); err != nil {
+			return err
+		}
+		return b.scale(ctx)
 	}
 	with, err := b.serveLoad(ctx, serviceURL, "with Elasti")
 	if err != nil {

@@ -21,6 +21,7 @@ import (
 	"elasti.dev/elasti/internal/activation"
 	"elasti.dev/elasti/internal/admission"
 	"elasti.dev/elasti/internal/controller"
+	"elasti.dev/elasti/internal/controller/apirequests"
 	"elasti.dev/elasti/internal/scaling"
 )
 
@@ -36,6 +37,7 @@ func run(ctx context.Context, o options, log logr.Logger) error {
 		return fmt.Errorf("load kubeconfig: %w", err)
 	}
 	restCfg.QPS, restCfg.Burst = float32(o.kubeAPIQPS), o.kubeAPIBurst
+	restCfg.Wrap(apirequests.Wrap)
 	mgr, err := ctrl.NewManager(restCfg, ctrl.Options{
 		Scheme:                        scheme,
 		Cache:                         controller.CacheOptions(o.controller),

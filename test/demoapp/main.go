@@ -42,6 +42,7 @@ import (
 type options struct {
 	httpAddr, grpcAddr, tcpAddr string
 	startupDelay, drain         time.Duration
+	queryDelay                  time.Duration
 	websocket, relay            bool
 	executedLog                 string
 }
@@ -63,6 +64,12 @@ func main() {
 		os.Exit(2)
 	}
 	flag.DurationVar(&o.drain, "drain", drain, "keep serving this long after SIGTERM (env DRAIN)")
+	queryDelay, err := time.ParseDuration(envOr("QUERY_DELAY", "0s"))
+	if err != nil {
+		slog.Error("bad QUERY_DELAY", "err", err)
+		os.Exit(2)
+	}
+	flag.DurationVar(&o.queryDelay, "query-delay", queryDelay, "when positive, answer Prometheus instant queries at /api/v1/query after this long, each with the value 1 (env QUERY_DELAY)")
 	flag.StringVar(&o.executedLog, "executed-log", os.Getenv("EXECUTED_LOG"), "append every executed request to this file (env EXECUTED_LOG)")
 	flag.BoolVar(&o.websocket, "websocket", envOr("WEBSOCKET", "true") == "true", "serve the WebSocket echo at /ws (env WEBSOCKET)")
 	flag.BoolVar(&o.relay, "relay", envOr("RELAY", "false") == "true", "serve GET /relay?url=U, which fetches U from this pod; for tests of NetworkPolicies (env RELAY)")
@@ -94,6 +101,9 @@ func run(stop context.Context, o options) error {
 	var draining atomic.Bool
 	g, ctx := errgroup.WithContext(afterDrain(stop, o.drain, &draining))
 	handler := newHTTPHandler(name, o.websocket, o.relay, executed, &draining)
+	if o.queryDelay > 0 {
+		handler = slowQueries(handler, o.queryDelay)
+	}
 	httpSrv := &http.Server{Addr: o.httpAddr, Handler: handler, ReadHeaderTimeout: 10 * time.Second}
 	g.Go(func() error {
 		slog.Info("serving HTTP", "addr", o.httpAddr)
