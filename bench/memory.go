@@ -21,41 +21,6 @@ import (
 // Process memory, read from /proc on this machine: the cluster's containers
 // are processes of this host.
 
-// containerPID finds the main process of a pod's first container: the
-// process whose cgroup path names the container's ID.
-func containerPID(pod *corev1.Pod) (int, error) {
-	if len(pod.Status.ContainerStatuses) == 0 || pod.Status.ContainerStatuses[0].ContainerID == "" {
-		return 0, fmt.Errorf("pod %s has no running container", pod.Name)
-	}
-	id := pod.Status.ContainerStatuses[0].ContainerID
-	if i := strings.Index(id, "://"); i >= 0 {
-		id = id[i+3:]
-	}
-	entries, err := os.ReadDir("/proc")
-	if err != nil {
-		return 0, err
-	}
-	best := 0
-	for _, e := range entries {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		cg, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cgroup"))
-		if err != nil || !strings.Contains(string(cg), id) {
-			continue
-		}
-		// The container's init is its lowest PID.
-		if best == 0 || pid < best {
-			best = pid
-		}
-	}
-	if best == 0 {
-		return 0, fmt.Errorf("no process of container %s (pod %s)", id[:min(12, len(id))], pod.Name)
-	}
-	return best, nil
-}
-
 // memMiB returns a process' VmRSS and VmHWM (peak RSS) in MiB.
 func memMiB(pid int) (rss, peak float64, err error) {
 	f, err := os.Open(filepath.Join("/proc", strconv.Itoa(pid), "status"))
@@ -128,7 +93,7 @@ func componentPID(ctx context.Context, component labels.Set) (int, *corev1.Pod, 
 	if len(running) != 1 {
 		return 0, nil, fmt.Errorf("%d running pods for %s, want 1", len(running), component)
 	}
-	pid, err := containerPID(&running[0])
+	pid, err := e2e.ContainerPID(&running[0])
 	return pid, &running[0], err
 }
 

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"elasti.dev/elasti/bench/report"
+	"elasti.dev/elasti/test/e2e"
 )
 
 // Proxy-mode forwarding: the target warm and the proxy slice in place, the
@@ -49,7 +50,7 @@ func (b *bench) forwarding(ctx context.Context) error {
 	if len(pods) != 1 {
 		return fmt.Errorf("want 1 demo app pod in %s, found %d", nsCold, len(pods))
 	}
-	apid, err := containerPID(&pods[0])
+	apid, err := e2e.ContainerPID(&pods[0])
 	if err != nil {
 		return err
 	}
