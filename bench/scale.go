@@ -143,23 +143,7 @@ func (b *bench) scale(ctx context.Context) error {
 // to proxy mode costs the API server, a figure that does not drift with the
 // machine as times do.
 func (b *bench) addRequestsPerES(before, after string, n int) {
-	count := func(text string) map[string]float64 {
-		out := map[string]float64{}
-		parser := expfmt.NewTextParser(model.UTF8Validation)
-		families, err := parser.TextToMetricFamilies(strings.NewReader(text))
-		if err != nil || families["elasti_operator_api_requests_total"] == nil {
-			return out
-		}
-		for _, m := range families["elasti_operator_api_requests_total"].GetMetric() {
-			l := map[string]string{}
-			for _, lp := range m.GetLabel() {
-				l[lp.GetName()] = lp.GetValue()
-			}
-			out[l["method"]+" "+l["resource"]] += m.GetCounter().GetValue()
-		}
-		return out
-	}
-	d := subtract(count(after), count(before))
+	d := subtract(apiRequests(after), apiRequests(before))
 	keys := slices.SortedFunc(maps.Keys(d), func(x, y string) int { return int(d[y] - d[x]) })
 	var by []string
 	for _, k := range keys {
@@ -280,25 +264,36 @@ func total(m map[string]float64) float64 {
 	return t
 }
 
-// operatorRequests reads the operator's own request counts from its
-// metrics: writes by resource (its leader lease aside) and reads.
-func operatorRequests(text string) (writes map[string]float64, reads float64) {
-	writes = map[string]float64{}
+// apiRequests reads the operator's elasti_operator_api_requests_total
+// from its metrics, by "METHOD resource".
+func apiRequests(text string) map[string]float64 {
+	out := map[string]float64{}
 	parser := expfmt.NewTextParser(model.UTF8Validation)
 	families, err := parser.TextToMetricFamilies(strings.NewReader(text))
 	if err != nil || families["elasti_operator_api_requests_total"] == nil {
-		return writes, 0
+		return out
 	}
 	for _, m := range families["elasti_operator_api_requests_total"].GetMetric() {
 		l := map[string]string{}
 		for _, lp := range m.GetLabel() {
 			l[lp.GetName()] = lp.GetValue()
 		}
+		out[l["method"]+" "+l["resource"]] += m.GetCounter().GetValue()
+	}
+	return out
+}
+
+// operatorRequests splits apiRequests into the operator's writes by
+// resource (its leader lease aside) and its reads.
+func operatorRequests(text string) (writes map[string]float64, reads float64) {
+	writes = map[string]float64{}
+	for k, n := range apiRequests(text) {
+		method, resource, _ := strings.Cut(k, " ")
 		switch {
-		case l["method"] == "GET":
-			reads += m.GetCounter().GetValue()
-		case l["resource"] != "leases":
-			writes[l["resource"]] += m.GetCounter().GetValue()
+		case method == "GET":
+			reads += n
+		case resource != "leases":
+			writes[resource] += n
 		}
 	}
 	return writes, reads

@@ -58,7 +58,8 @@
 //     that they return their memory once their hold queues have been empty
 //     for a while, which other tests' held requests would put off.
 //   - TestResolverRolloutAtScale: it restarts the resolvers, to which every
-//     sleeping service is routed, with 500 ElastiServices of its own asleep.
+//     sleeping service is routed, and kills one, with 500 ElastiServices of
+//     its own asleep.
 //
 // The multi-node tests (build tag multinode) follow the same rule. The
 // parallel ones share one placement of the resolvers (pinResolvers, on the
