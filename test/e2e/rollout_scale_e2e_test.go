@@ -216,7 +216,7 @@ func crashResolver(t *testing.T, e *Env, ns string) crashedResolver {
 	if err := KillContainer(&victim); err != nil {
 		t.Fatal(err)
 	}
-	Eventually(t, crashBound, 100*time.Millisecond, func(ctx context.Context) error {
+	Eventually(t, crashBound, 250*time.Millisecond, func(ctx context.Context) error {
 		listing, _, err := proxySlicesIn(ctx, e, ns)
 		if err != nil {
 			return err
