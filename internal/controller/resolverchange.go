@@ -122,6 +122,9 @@ func (f *sliceRefresher) refresh(ctx context.Context, resolvers []proxyslices.Re
 // Start refreshes once per request until ctx ends.
 func (f *sliceRefresher) Start(ctx context.Context) error {
 	log := ctrl.Log.WithName("proxy-slices")
+	// followsSuperseded: the pass before this one was cut short, and its
+	// writes in flight may land after this pass has listed the slices.
+	followsSuperseded := false
 	for {
 		select {
 		case <-ctx.Done():
@@ -145,8 +148,11 @@ func (f *sliceRefresher) Start(ctx context.Context) error {
 			sliceRefreshWrites.WithLabelValues("updated").Add(float64(res.Updated))
 			sliceRefreshWrites.WithLabelValues("failed").Add(float64(res.Failed))
 			f.ask()
+			followsSuperseded = true
 			continue
 		}
+		recheck := followsSuperseded || res.Updated > 0
+		followsSuperseded = false
 		sliceRefreshWrites.WithLabelValues("updated").Add(float64(res.Updated))
 		sliceRefreshWrites.WithLabelValues("failed").Add(float64(res.Failed))
 		sliceRefreshDuration.Observe(time.Since(start).Seconds())
@@ -164,9 +170,15 @@ func (f *sliceRefresher) Start(ctx context.Context) error {
 				return nil
 			}
 		}
-		if res.Failed > 0 {
+		if res.Failed > 0 || recheck {
 			// A write met a newer slice (a reconcile wrote it, or the
 			// cache was behind): try again once the cache has caught up.
+			// So too after a pass that wrote, or that followed a pass cut
+			// short: a write of that pass still in flight when this one
+			// listed, or one this pass's list did not see yet, may have
+			// left a slice stale, and nothing else would look at it again
+			// (a proxy slice's own change reconciles nothing). The check
+			// that finds every slice current writes nothing, and ends it.
 			select {
 			case <-time.After(f.retry):
 				f.ask()
