@@ -123,23 +123,29 @@ func (b *bench) addAPIServer(before, after *apiserverReading) {
 	}
 }
 
-// sumCounter adds up the series of the counter name in a Prometheus text
-// exposition whose labels keep accepts; 0 when there is none.
-func sumCounter(text, name string, keep func(map[string]string) bool) float64 {
+// countersBy adds up the series of the counter name in a Prometheus text
+// exposition by the key that key gives their labels, leaving out those for
+// which it says false. Empty when there is no such counter.
+func countersBy(text, name string, key func(labels map[string]string) (string, bool)) map[string]float64 {
+	out := map[string]float64{}
 	parser := expfmt.NewTextParser(model.UTF8Validation)
 	families, err := parser.TextToMetricFamilies(strings.NewReader(text))
 	if err != nil || families[name] == nil {
-		return 0
+		return out
 	}
-	sum := 0.0
 	for _, m := range families[name].GetMetric() {
 		labels := map[string]string{}
 		for _, lp := range m.GetLabel() {
 			labels[lp.GetName()] = lp.GetValue()
 		}
-		if keep(labels) {
-			sum += m.GetCounter().GetValue()
+		if k, ok := key(labels); ok {
+			out[k] += m.GetCounter().GetValue()
 		}
 	}
-	return sum
+	return out
+}
+
+// sumCounter adds up every series of the counter name; 0 when there is none.
+func sumCounter(text, name string) float64 {
+	return countersBy(text, name, func(map[string]string) (string, bool) { return "", true })[""]
 }

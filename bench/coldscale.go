@@ -109,8 +109,7 @@ func (b *bench) coldAtScale(ctx context.Context, metricsURL string) error {
 	if err != nil {
 		return err
 	}
-	evals := sumCounter(after, "elasti_operator_trigger_evaluations_total", func(map[string]string) bool { return true }) -
-		sumCounter(before, "elasti_operator_trigger_evaluations_total", func(map[string]string) bool { return true })
+	evals := sumCounter(after, "elasti_operator_trigger_evaluations_total") - sumCounter(before, "elasti_operator_trigger_evaluations_total")
 	note := fmt.Sprintf("the operator completed %.0f trigger evaluations while these ran, each waiting 9 s for the backend", evals)
 	b.add(fig(secColdScale, name, "ms", shares, nil, note))
 	few := report.Summarize(b.coldShare).Median

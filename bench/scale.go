@@ -9,11 +9,8 @@ import (
 	"net"
 	"slices"
 	"strings"
-	"sync"
 	"time"
 
-	"github.com/prometheus/common/expfmt"
-	"github.com/prometheus/common/model"
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -171,44 +168,16 @@ func scaleUp(ctx context.Context, watch *proxyWatch, from, to int) (scaleStep, e
 	var step scaleStep
 	logf("scale: creating %d Deployments at 0, Services and ElastiServices (to %d)", to-from, to)
 	start := time.Now()
-	jobs := make(chan int)
-	errc := make(chan error, 1)
-	var wg sync.WaitGroup
-	for range 16 {
-		wg.Go(func() {
-			for i := range jobs {
-				name := fmt.Sprintf("app-%05d", i)
-				for _, o := range []client.Object{demoDeployment(nsScale, name, 0), e2e.DemoAppHTTPService(nsScale, name), estest.New(nsScale, name)} {
-					if err := kube.Client.Create(ctx, o); err != nil {
-						select {
-						case errc <- err:
-						default:
-						}
-						return
-					}
-				}
-			}
-		})
-	}
-	go func() {
-		defer close(jobs)
-		for i := from; i < to; i++ {
-			select {
-			case jobs <- i:
-			case <-ctx.Done():
-				return
-			}
-		}
-	}()
-	wg.Wait()
-	select {
-	case err := <-errc:
-		return step, fmt.Errorf("create scale objects: %w", err)
-	default:
+	err := e2e.CreateInParallel(ctx, kube.Client, 16, from, to, func(i int) []client.Object {
+		name := fmt.Sprintf("app-%05d", i)
+		return []client.Object{demoDeployment(nsScale, name, 0), e2e.DemoAppHTTPService(nsScale, name), estest.New(nsScale, name)}
+	})
+	if err != nil {
+		return step, err
 	}
 	step.created = time.Since(start)
 	logf("scale: created in %s; waiting for proxy mode", step.created.Round(time.Millisecond))
-	err := e2e.Poll(ctx, 10*time.Minute, 250*time.Millisecond, func(ctx context.Context) error {
+	err = e2e.Poll(ctx, 10*time.Minute, 250*time.Millisecond, func(ctx context.Context) error {
 		proxied, ready := watch.counts()
 		if proxied < to || ready < to {
 			return fmt.Errorf("%d/%d in proxy mode, %d/%d proxy slices list a ready resolver", proxied, to, ready, to)
@@ -267,20 +236,9 @@ func total(m map[string]float64) float64 {
 // apiRequests reads the operator's elasti_operator_api_requests_total
 // from its metrics, by "METHOD resource".
 func apiRequests(text string) map[string]float64 {
-	out := map[string]float64{}
-	parser := expfmt.NewTextParser(model.UTF8Validation)
-	families, err := parser.TextToMetricFamilies(strings.NewReader(text))
-	if err != nil || families["elasti_operator_api_requests_total"] == nil {
-		return out
-	}
-	for _, m := range families["elasti_operator_api_requests_total"].GetMetric() {
-		l := map[string]string{}
-		for _, lp := range m.GetLabel() {
-			l[lp.GetName()] = lp.GetValue()
-		}
-		out[l["method"]+" "+l["resource"]] += m.GetCounter().GetValue()
-	}
-	return out
+	return countersBy(text, "elasti_operator_api_requests_total", func(l map[string]string) (string, bool) {
+		return l["method"] + " " + l["resource"], true
+	})
 }
 
 // operatorRequests splits apiRequests into the operator's writes by
@@ -312,17 +270,13 @@ func apiWrites(ctx context.Context) (map[string]float64, error) {
 	if err != nil {
 		return nil, fmt.Errorf("the API server's metrics: %w", err)
 	}
-	out := map[string]float64{}
-	for r := range operatorWrites {
-		out[r] = sumCounter(string(raw), "apiserver_request_total", func(l map[string]string) bool {
-			switch l["verb"] {
-			case "POST", "PUT", "PATCH", "DELETE", "APPLY", "CREATE", "UPDATE", "DELETECOLLECTION":
-				return l["resource"] == r
-			}
-			return false
-		})
-	}
-	return out, nil
+	return countersBy(string(raw), "apiserver_request_total", func(l map[string]string) (string, bool) {
+		switch l["verb"] {
+		case "POST", "PUT", "PATCH", "DELETE", "APPLY", "CREATE", "UPDATE", "DELETECOLLECTION":
+			return l["resource"], operatorWrites[l["resource"]]
+		}
+		return "", false
+	}), nil
 }
 
 func subtract(after, before map[string]float64) map[string]float64 {

@@ -281,34 +281,13 @@ func scaleName(i int) string { return fmt.Sprintf("app-%04d", i) }
 // the i-th ElastiService.
 func createAtScale(t *testing.T, e *Env, ns string, n int, adjust func(i int, es *elastiv1alpha1.ElastiService)) {
 	t.Helper()
-	jobs := make(chan int)
-	errc := make(chan error, 1)
-	var wg sync.WaitGroup
-	for range 16 {
-		wg.Go(func() {
-			for i := range jobs {
-				es := e.ElastiServiceFor(ns, scaleName(i), IdleQuery, estest.Service(scaleName(i)), estest.Deployment(scaleName(i)))
-				adjust(i, es)
-				for _, o := range []client.Object{DemoAppDeployment(ns, scaleName(i), 0), DemoAppHTTPService(ns, scaleName(i)), es} {
-					if err := e.Client.Create(context.Background(), o); err != nil {
-						select {
-						case errc <- fmt.Errorf("create %s: %w", scaleName(i), err):
-						default:
-						}
-					}
-				}
-			}
-		})
-	}
-	for i := range n {
-		jobs <- i
-	}
-	close(jobs)
-	wg.Wait()
-	select {
-	case err := <-errc:
+	err := CreateInParallel(context.Background(), e.Client, 16, 0, n, func(i int) []client.Object {
+		es := e.ElastiServiceFor(ns, scaleName(i), IdleQuery, estest.Service(scaleName(i)), estest.Deployment(scaleName(i)))
+		adjust(i, es)
+		return []client.Object{DemoAppDeployment(ns, scaleName(i), 0), DemoAppHTTPService(ns, scaleName(i)), es}
+	})
+	if err != nil {
 		t.Fatal(err)
-	default:
 	}
 }
 
