@@ -109,7 +109,7 @@ after_compile=(flock -s bin/race-compile.lock)
 stop_if_beside_failed() {
   local name took rc
   for name in "${besides[@]}"; do
-    if read -r took rc <"bin/tier-$name.log.result" 2>/dev/null && ((rc != 0)); then
+    if [[ -f bin/tier-$name.log.result ]] && read -r took rc <"bin/tier-$name.log.result" && ((rc != 0)); then
       join "$name"
     fi
   done
