@@ -111,9 +111,18 @@ func (h *HeldConn) StopWatching() (pending []byte, err error) {
 // is there.
 const MaxBacklog = 8 << 20
 
+// BacklogSettle is how long DrainBacklog waits, once nothing waits on the
+// socket, for more of the backlog: each read opens the receive window, and
+// the client's kernel answers with the next bytes (and a close queued
+// behind them) at once on an idle machine, but a few milliseconds later on
+// a busy one, whose network processing the kernel defers (a close was then
+// missed and the connection dialed, in the unit tier beside the end-to-end
+// tier).
+const BacklogSettle = 50 * time.Millisecond
+
 // DrainBacklog, after StopWatching let the connection through, reads what
-// the client sent past the bound while held, until none waits or
-// MaxBacklog is read, and returns it after what was read ahead: all of it
+// the client sent past the bound while held, until none has waited for
+// BacklogSettle or MaxBacklog is read, and returns it after what was read ahead: all of it
 // goes to the pod before the splice. A close queued behind that backlog
 // (the kernel sends it after the bytes) is seen by then, and the
 // connection is not forwarded (hold.ErrClientGone): the same rule as while
@@ -125,14 +134,23 @@ func (h *HeldConn) DrainBacklog() ([]byte, error) {
 		return h.pending, nil
 	}
 	buf := make([]byte, 32<<10)
+	var quiet time.Time // since when nothing has waited on the socket
 	for len(h.pending) < MaxBacklog {
 		readable, left := probe()
 		if left {
 			return nil, fmt.Errorf("%w: the connection closed behind the bytes it sent while held", hold.ErrClientGone)
 		}
 		if !readable {
-			return h.pending, nil
+			if quiet.IsZero() {
+				quiet = time.Now()
+			}
+			if time.Since(quiet) >= BacklogSettle {
+				return h.pending, nil
+			}
+			time.Sleep(time.Millisecond)
+			continue
 		}
+		quiet = time.Time{}
 		n, err := h.Read(buf)
 		h.pending = append(h.pending, buf[:n]...)
 		if err != nil {
