@@ -219,6 +219,11 @@ func TestTriggerServerCannotSpeakThroughStatus(t *testing.T) {
 			w.WriteHeader(http.StatusBadRequest)
 			fmt.Fprintf(w, `{"status":"error","errorType":"bad_data","error":"ECHO %s"}`, r.Header.Get("Authorization"))
 		}, ReasonQueryFailed},
+		{"a Prometheus error type that echoes the request", func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusUnprocessableEntity)
+			fmt.Fprintf(w, `{"status":"error","errorType":"ECHO %s","error":"x"}`, r.Header.Get("Authorization"))
+		}, ReasonQueryFailed},
 		{"an error page that echoes the request", func(w http.ResponseWriter, r *http.Request) {
 			http.Error(w, "ECHO "+r.Header.Get("Authorization"), http.StatusInternalServerError)
 		}, ReasonPrometheusUnreachable},

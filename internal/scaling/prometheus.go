@@ -298,10 +298,22 @@ func fromQueryError(err error) Result {
 		// could not run the query.
 		// Its words stay out of the status, which the author reads: the
 		// server is the author's to choose.
-		return unhealthy(ReasonQueryFailed, fmt.Sprintf("Prometheus rejected the query (%s); test it in Prometheus's own UI", apiErr.Type))
+		return unhealthy(ReasonQueryFailed, fmt.Sprintf("Prometheus rejected the query (%s); test it in Prometheus's own UI", knownErrorType(apiErr.Type)))
 	default:
 		return unhealthy(ReasonPrometheusUnreachable, "Prometheus did not answer: "+stableNetError(err))
 	}
+}
+
+// knownErrorType is t when it is one of the error types Prometheus's HTTP
+// API defines, and "an unknown error type" otherwise: the type is read from
+// the server's answer (errorType), and the server is the author's to
+// choose, so any other text it writes stays out of the status.
+func knownErrorType(t promv1.ErrorType) string {
+	switch t {
+	case promv1.ErrBadData, promv1.ErrTimeout, promv1.ErrCanceled, promv1.ErrExec, promv1.ErrBadResponse:
+		return string(t)
+	}
+	return "an unknown error type"
 }
 
 // stableNetError strips the parts of a network error that change from one
