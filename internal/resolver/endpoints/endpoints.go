@@ -74,14 +74,16 @@ func New() *Endpoints {
 	}
 }
 
-// Kubernetes' own writers of a Service's EndpointSlices: the resolver
-// dials only what they wrote. Anyone who may write an EndpointSlice (or a
-// selectorless Service's Endpoints by hand) could otherwise point the
-// resolver, which is shared by every tenant, at any address: another
-// namespace's pods, a node port, a link-local metadata address.
+// Kubernetes' own writer of a selector's EndpointSlices: the resolver
+// dials only what it wrote. Anyone who may write an EndpointSlice could
+// otherwise point the resolver, which is shared by every tenant, at any
+// address: another namespace's pods, a node port, a link-local metadata
+// address. Mirrored slices (endpointslicemirroring-controller.k8s.io) are
+// not trusted: they copy a selectorless Service's Endpoints, written by
+// hand, target references included, so a Pod reference there proves
+// nothing.
 var trustedWriters = map[string]bool{
-	"endpointslice-controller.k8s.io":          true,
-	"endpointslicemirroring-controller.k8s.io": true,
+	"endpointslice-controller.k8s.io": true,
 }
 
 // TrustedWriters returns the managed-by values of the slices the tracker
