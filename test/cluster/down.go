@@ -32,7 +32,7 @@ func (c Config) down(ctx context.Context, logf Logf) error {
 	errs := c.downWorkers()
 	comps := append(c.components(), c.optionalComponents()...)
 	comps = append(comps, c.addons()...)
-	comps = append(comps, component{name: RolloutsComponent}, component{name: KEDAComponent}, component{name: KEDAAdapterComponent})
+	comps = append(comps, component{name: RolloutsComponent}, component{name: KEDAComponent}, component{name: KEDAAdapterComponent}, component{name: TraefikComponent})
 	slices.Reverse(comps)
 	for _, comp := range comps {
 		// The state is thrown away, so nothing is gained by waiting long:

@@ -72,6 +72,19 @@ func TestHTTPCountsRequestsAndEchoesWebSocket(t *testing.T) {
 	}
 }
 
+func TestHTTPNamesThePeer(t *testing.T) {
+	srv := httptest.NewServer(newHTTPHandler("pod-a", false, false, nil, nil))
+	defer srv.Close()
+	resp, err := http.Get(srv.URL + "/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if got := resp.Header.Get(PeerHeader); got != "127.0.0.1" {
+		t.Errorf("%s = %q, want the client's address 127.0.0.1", PeerHeader, got)
+	}
+}
+
 func TestTCPEcho(t *testing.T) {
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"strconv"
 	"sync/atomic"
@@ -18,8 +19,13 @@ import (
 // RequestIDHeader names a request in the ledger.
 const RequestIDHeader = "X-Request-Id"
 
+// PeerHeader, on every answer of "/", is the address the request came from
+// (no port): a test behind a front door tells by it whether the front door
+// sent the request to the pod itself or through a resolver.
+const PeerHeader = "X-Demoapp-Peer"
+
 // newHTTPHandler serves "/" (the pod's name, and the size and SHA-256 of any
-// body), "/healthz", "/metrics", "/burn" (CPU work, for an HPA on CPU) and, when enabled, the WebSocket echo at
+// body; the client's address in PeerHeader), "/healthz", "/metrics", "/burn" (CPU work, for an HPA on CPU) and, when enabled, the WebSocket echo at
 // "/ws" (open ones counted in websocket_connections_open) and the relay at
 // "/relay" (relay.go). Requests to "/", "/ws" and "/relay" count in
 // http_requests_total; requests to "/" are recorded in the ledger (by
@@ -53,6 +59,9 @@ func newHTTPHandler(name string, ws, relay bool, executed *ledger, draining *ato
 			return
 		}
 		executed.record("http", r.Header.Get(RequestIDHeader))
+		if host, _, err := net.SplitHostPort(r.RemoteAddr); err == nil {
+			w.Header().Set(PeerHeader, host)
+		}
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		fmt.Fprintf(w, "hello from %s: %s %s\n", name, r.Method, r.URL.Path)
 		if n > 0 {

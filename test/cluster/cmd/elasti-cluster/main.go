@@ -7,6 +7,7 @@
 //	elasti-cluster node-stop|node-start NODE          (a further node dies, comes back)
 //	elasti-cluster rollouts-start                      (Argo Rollouts' controller, from $ELASTI_ARGO_ROLLOUTS_DIR)
 //	elasti-cluster keda-start                          (KEDA's operator, from $ELASTI_KEDA_DIR)
+//	elasti-cluster traefik-start                       (Traefik and the Gateway API CRDs, from $ELASTI_TRAEFIK_DIR)
 //	elasti-cluster snapshot > before.json; elasti-cluster compare before.json
 //	elasti-cluster run [--keep] [--images] [--check-clean] [--nodes N] -- COMMAND [ARG...]
 //
@@ -40,7 +41,7 @@ func main() {
 	nodes := fs.Int("nodes", 0, "up, run: how many nodes the cluster has (default: $"+cluster.NodesEnv+", else 1); a running cluster with fewer gets the others added, one with more keeps them")
 	checkClean := fs.Bool("check-clean", false, "run: after taking down a cluster this run brought up, check the machine is as it was before")
 	fs.Usage = func() {
-		fmt.Fprintln(os.Stderr, "usage: elasti-cluster up|down|status|images|prebuild|kubeconfig|snapshot|prometheus-start|prometheus-stop [--k8s-bin-dir DIR] [--nodes N]\n       elasti-cluster rollouts-start|keda-start\n       elasti-cluster node-stop|node-start NODE\n       elasti-cluster compare SNAPSHOT.json\n       elasti-cluster run [--keep] [--images] [--check-clean] [--nodes N] [--k8s-bin-dir DIR] -- COMMAND [ARG...]")
+		fmt.Fprintln(os.Stderr, "usage: elasti-cluster up|down|status|images|prebuild|kubeconfig|snapshot|prometheus-start|prometheus-stop [--k8s-bin-dir DIR] [--nodes N]\n       elasti-cluster rollouts-start|keda-start|traefik-start\n       elasti-cluster node-stop|node-start NODE\n       elasti-cluster compare SNAPSHOT.json\n       elasti-cluster run [--keep] [--images] [--check-clean] [--nodes N] [--k8s-bin-dir DIR] -- COMMAND [ARG...]")
 		fs.PrintDefaults()
 	}
 	if len(os.Args) < 2 {
@@ -114,6 +115,8 @@ func run(ctx context.Context, verb, binDir string) error {
 		return cfg.StartRollouts(ctx, logf)
 	case "keda-start":
 		return cfg.StartKEDA(ctx, logf)
+	case "traefik-start":
+		return cfg.StartTraefik(ctx, logf)
 	case "node-stop":
 		return cfg.StopNode(ctx, flag.Arg(0))
 	case "node-start":
