@@ -14,6 +14,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
 )
 
 // Uploads held at zero: the read-ahead bound is a memory bound, not a size
@@ -320,6 +322,60 @@ func TestHeldBytesBudget(t *testing.T) {
 	for _, c := range conns {
 		c.Close()
 	}
+}
+
+// TestHeldH2CStreamsTakeWholeShares: an h2c stream's window is granted
+// when it opens, so a held stream with a body takes a whole share of the
+// read-ahead budget, and with two shares left a third held upload is
+// refused with 503 and Retry-After (counted as resolver_full) instead of
+// held past the budget. The two held ones arrive whole after the wake, and
+// the budget is given back.
+func TestHeldH2CStreamsTakeWholeShares(t *testing.T) {
+	const readAhead = 64 << 10
+	const size = 1 << 20
+	h := newHarness(t, 1, func(o *Options) {
+		o.Hold.ReadAheadBytes = readAhead
+		o.Hold.MaxHeldBytes = 2 * readAhead
+	})
+	upAddr, whole := hashingUpstream(t)
+	h.mapPort("web", "websvc", nil, h.proxyPort(0, "h2c", ""))
+	done := make(chan result, 3)
+	c := h2cClient()
+	for i := range 2 {
+		req, _ := http.NewRequest(http.MethodPost, "http://"+h.addr(0)+"/upload", io.NopCloser(newUpload(size, uint64(i)+3)))
+		req.ContentLength = size
+		go send(c, req, done)
+	}
+	h.eventually("two uploads are held", func() bool { return h.held("web") == 2 })
+	if got := h.r.heldBytes.Taken(); got != 2*readAhead {
+		t.Errorf("two held h2c streams took %d bytes of the budget, want their two windows, %d", got, 2*readAhead)
+	}
+	req, _ := http.NewRequest(http.MethodPost, "http://"+h.addr(0)+"/upload", io.NopCloser(newUpload(size, 9)))
+	req.ContentLength = size
+	resp, err := c.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusServiceUnavailable || resp.Header.Get("Retry-After") == "" {
+		t.Errorf("a third held upload got %d (Retry-After %q); want 503 with Retry-After", resp.StatusCode, resp.Header.Get("Retry-After"))
+	}
+	if got := h.r.heldBytes.Taken(); got > 2*readAhead {
+		t.Errorf("the budget is exceeded: %d bytes taken of %d", got, 2*readAhead)
+	}
+	if n := testutil.ToFloat64(h.r.metrics.Rejected.WithLabelValues("ns", "web", ReasonResolverFull)); n != 1 {
+		t.Errorf("rejected{reason=%q} = %v, want 1", ReasonResolverFull, n)
+	}
+	h.ready("websvc", "websvc-abc", "h2c", upAddr)
+	for range 2 {
+		if r := <-done; r.err != nil || r.status != http.StatusOK || !strings.HasPrefix(r.body, fmt.Sprintf("%d ", size)) {
+			t.Errorf("held upload: status %d body %q err %v; want 200 with the whole body", r.status, r.body, r.err)
+		}
+	}
+	if n := whole.Load(); n != 2 {
+		t.Errorf("the upstream received %d whole bodies, want 2", n)
+	}
+	h.eventually("the budget is given back", func() bool { return h.r.heldBytes.Taken() == 0 })
 }
 
 // TestHeldTCPGivesItsShareBackAtRelease: a held TCP connection gives its

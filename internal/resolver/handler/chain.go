@@ -45,6 +45,9 @@ type Recorder interface {
 	Static(es types.NamespacedName, rule string)
 	// WakingPage counts a waking page that showed phase.
 	WakingPage(es types.NamespacedName, phase elastiv1alpha1.WakePhase)
+	// Refused counts a held request refused for want of room (an HTTP/2
+	// stream finding no share of the read-ahead budget).
+	Refused(es types.NamespacedName, err error)
 }
 
 // Config are what the handlers are built from.

@@ -2,6 +2,7 @@ package handler
 
 import (
 	"errors"
+	"fmt"
 	"net/http"
 	"strconv"
 	"strings"
@@ -29,6 +30,10 @@ type holdUntilReady struct {
 	readAhead int
 	budget    *park.Budget
 }
+
+// errNoStreamShare refuses a held HTTP/2 stream with a body when the
+// read-ahead budget has less than its window left.
+var errNoStreamShare = fmt.Errorf("%w: the read-ahead budget has no share left for an HTTP/2 stream's window", hold.ErrResolverFull)
 
 func (h *holdUntilReady) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	rt, ok := routed(w, req, h.log)
@@ -70,6 +75,19 @@ func (h *holdUntilReady) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 			}
 			return gone
 		}
+	} else if hasBody(req) {
+		// An HTTP/2 stream's window (the read-ahead bound) is granted when
+		// the stream opens, so its client may send that much while held
+		// whatever the budget has left: a held stream with a body takes a
+		// whole share, and one that finds less is refused as at the
+		// resolver's total, with 503 and Retry-After (gRPC: UNAVAILABLE).
+		watch = func() <-chan error {
+			gone := make(chan error, 1)
+			if reserved = h.budget.Take(h.readAhead); reserved < h.readAhead {
+				gone <- errNoStreamShare
+			}
+			return gone
+		}
 	}
 	rel, err, parked := h.parker.Enter(w, req, rt, watch)
 	stopWatch()
@@ -94,6 +112,10 @@ func (h *holdUntilReady) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	switch {
 	case err == nil:
 	case errors.Is(err, hold.ErrQueueFull), errors.Is(err, hold.ErrResolverFull):
+		if errors.Is(err, errNoStreamShare) {
+			// The hold counted the others when it refused them.
+			h.rec.Refused(t.ElastiService, err)
+		}
 		w.Header().Set("Retry-After", strconv.Itoa(int((h.retryAfter+time.Second-1)/time.Second)))
 		msg := "elasti resolver: too many requests are waiting for this service to wake; retry later"
 		if errors.Is(err, hold.ErrResolverFull) {

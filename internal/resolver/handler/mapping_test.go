@@ -21,6 +21,7 @@ func (r refusals) BadRequest(types.NamespacedName)                           { r
 func (r refusals) Draining(types.NamespacedName)                             {}
 func (r refusals) Static(types.NamespacedName, string)                       {}
 func (r refusals) WakingPage(types.NamespacedName, elastiv1alpha1.WakePhase) {}
+func (r refusals) Refused(types.NamespacedName, error)                       { r["refused"]++ }
 
 // TestRequireMappingToTheResolverItself: a request addressed to the
 // resolver pod's own IP (what a scan of the port range sends) gets the same
