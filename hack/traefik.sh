@@ -9,10 +9,11 @@
 #
 # The end-to-end tests run it on the local cluster (elasti-cluster
 # traefik-start) as the front door in front of sleeping Services: one
-# process serving Kubernetes Ingress and Gateway API routes
-# (docs/getting-started.md, "Behind an ingress or a Gateway"). Traefik's
-# web UI is left out: the module ships without its built assets, which
-# nothing here needs.
+# process serving Kubernetes Ingress and Gateway API routes. Traefik's web
+# UI is left out: the module ships without its built assets, which nothing
+# here needs. v3.6.12, not the newest v3.7: v3.7's go.mod replaces a module
+# of its own with a directory its module zip does not hold, and the ACME
+# DNS clients it requires are not on the module proxy.
 #
 # Idempotent: when the directory is complete it prints it and exits; while
 # another process builds it, it waits for that build. The build goes to a
@@ -20,8 +21,8 @@
 # Prints the directory on stdout, progress on stderr.
 set -euo pipefail
 
-VERSION=${TRAEFIK_VERSION:-v3.7.13}
-GATEWAY_API_VERSION=${GATEWAY_API_VERSION:-v1.6.1}
+VERSION=${TRAEFIK_VERSION:-v3.6.12}
+GATEWAY_API_VERSION=${GATEWAY_API_VERSION:-v1.4.0}
 MODULE=github.com/traefik/traefik/v3
 NAME=traefik
 CACHE=${ELASTI_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/elasti}
@@ -44,12 +45,8 @@ log "building traefik $VERSION (a cold build takes several minutes on 2 CPUs, mo
 release_build -ldflags "-s -w" -o "$work/out/traefik" ./cmd/traefik
 crds=$(cd "$work" && go mod download -json "sigs.k8s.io/gateway-api@$GATEWAY_API_VERSION" | sed -n 's/.*"Dir": "\(.*\)",/\1/p')
 mkdir -p "$work/out/crds"
-# The CRDs only: the directory also holds a ValidatingAdmissionPolicy.
-cp "$crds/config/crd/standard/gateway.networking.k8s.io_"*routes.yaml \
-  "$crds/config/crd/standard/gateway.networking.k8s.io_gateways.yaml" \
-  "$crds/config/crd/standard/gateway.networking.k8s.io_gatewayclasses.yaml" \
-  "$crds/config/crd/standard/gateway.networking.k8s.io_referencegrants.yaml" \
-  "$crds/config/crd/standard/gateway.networking.k8s.io_backendtlspolicies.yaml" \
-  "$crds/config/crd/standard/gateway.networking.k8s.io_listenersets.yaml" \
-  "$work/out/crds/"
+# The CRDs only: the directory may also hold a ValidatingAdmissionPolicy.
+for f in "$crds/config/crd/standard/gateway.networking.k8s.io_"*.yaml; do
+  [[ $f == *_vap_* ]] || cp "$f" "$work/out/crds/"
+done
 release_done

@@ -66,7 +66,7 @@ func (c Config) traefikComponent(dir string) component {
 		"--providers.kubernetesIngress.ingressEndpoint.ip=" + c.NodeIP.String(),
 		"--providers.kubernetesGateway=true",
 		"--providers.kubernetesGateway.statusAddress.ip=" + c.NodeIP.String(),
-		"--log.level=INFO",
+		"--log.level=INFO", "--log.noColor=true",
 	}}
 }
 
