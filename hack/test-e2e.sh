@@ -17,7 +17,9 @@ hack/install-deps.sh browser
 ELASTI_K8S_BIN=$(hack/k8s-binaries.sh addons)
 # Argo Rollouts' controller, for the test of a real Rollout target.
 ELASTI_ARGO_ROLLOUTS_DIR=$(hack/argo-rollouts.sh)
-export ELASTI_K8S_BIN ELASTI_ARGO_ROLLOUTS_DIR
+# Traefik and the Gateway API's CRDs, the front door of the TestFrontDoor tests.
+ELASTI_TRAEFIK_DIR=$(hack/traefik.sh)
+export ELASTI_K8S_BIN ELASTI_ARGO_ROLLOUTS_DIR ELASTI_TRAEFIK_DIR
 go build -o bin/elasti-cluster ./test/cluster/cmd/elasti-cluster
 bin/elasti-cluster run --check-clean ${ELASTI_E2E_KEEP:+--keep} -- \
   go test -count=1 -tags e2e -p 1 -parallel 8 -timeout 40m -v ${ELASTI_E2E_RUN:+-run "$ELASTI_E2E_RUN"} ./test/e2e/...

@@ -14,9 +14,9 @@
 # stops the run at the next tier's start, not only at its join.
 #
 # While the first tiers run, what the end-to-end tiers need and a fresh
-# machine lacks (the cluster's optional components, Argo Rollouts, KEDA) is
-# built in the background, at the foreground's CPU priority (the end-to-end
-# tier waits for it), above the tiers beside (the oldest tier's
+# machine lacks (the cluster's optional components, Argo Rollouts,
+# Traefik, KEDA) is built in the background, at the foreground's CPU
+# priority (the end-to-end tier waits for it), above the tiers beside (the oldest tier's
 # kube-apiserver build is not needed before it is joined); the later
 # tiers' scripts wait for those builds (each script locks its output)
 # instead of starting their own. On a warm machine every one of them finds
@@ -62,7 +62,7 @@ background=()
 trap 'for p in "${background[@]}"; do kill -- "-$p" 2>/dev/null || true; done' EXIT
 # One build after another, in the order the tiers need them.
 setsid bash -c '
-  for build in "hack/k8s-binaries.sh addons" hack/argo-rollouts.sh hack/keda.sh; do
+  for build in "hack/k8s-binaries.sh addons" hack/argo-rollouts.sh hack/traefik.sh hack/keda.sh; do
     $build >/dev/null 2>&1 || echo "the background build \"$build\" failed; the tier that needs it builds it again"
   done' >bin/prebuild.log 2>&1 &
 background+=($!)

@@ -106,7 +106,7 @@ func (c Config) StartKEDA(ctx context.Context, logf Logf) error {
 	if err := c.waitFor(ctx, KEDAComponent, 2*time.Minute, httpOK(nodeHTTP, fmt.Sprintf("http://127.0.0.1:%d/readyz", kedaHealthPort))); err != nil {
 		return err
 	}
-	manifest, err := c.aggregatedAPIManifest(KEDAAdapterComponent, KEDAAdapterPort, "external.metrics.k8s.io")
+	manifest, err := c.aggregatedAPIManifest(KEDAAdapterComponent, KEDAAdapterPort, "v1beta1.external.metrics.k8s.io")
 	if err != nil {
 		return err
 	}

@@ -7,6 +7,7 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 )
 
@@ -46,9 +47,26 @@ func (c Config) metricsAdapterComponent() component {
 	}}
 }
 
-// metricsAdapterConfig maps http_requests_total to ExternalRequestRate.
+// IngressRequestRate is the custom metric the adapter serves for an
+// Ingress (an HPA's Object metric): the requests per second over one minute
+// that the front door, Traefik, routed by that Ingress (prometheusConfig
+// labels its routers' series with namespace and ingress).
+const IngressRequestRate = "requests_per_second"
+
+// metricsAdapterConfig maps http_requests_total to ExternalRequestRate, and
+// Traefik's router counter to IngressRequestRate.
 func (c Config) metricsAdapterConfig() string {
 	return `# Written by elasti-cluster: the local cluster's Prometheus adapter.
+rules:
+- seriesQuery: '{__name__="traefik_router_requests_total",namespace!="",ingress!=""}'
+  resources:
+    overrides:
+      namespace: {resource: namespace}
+      ingress: {group: networking.k8s.io, resource: ingress}
+  name:
+    matches: ^traefik_router_requests_total$
+    as: ` + IngressRequestRate + `
+  metricsQuery: 'sum(rate(<<.Series>>{<<.LabelMatchers>>}[1m])) by (<<.GroupBy>>)'
 externalRules:
 - seriesQuery: '{__name__="http_requests_total",namespace!="",app!=""}'
   resources:
@@ -62,23 +80,25 @@ externalRules:
 }
 
 // metricsAdapterManifest registers the adapter with the API aggregation
-// layer.
+// layer: external metrics, and custom metrics in both versions it serves
+// (the HPA controller asks for the one discovery prefers).
 func (c Config) metricsAdapterManifest() (string, error) {
-	return c.aggregatedAPIManifest("elasti-metrics-adapter", MetricsAdapterPort, "external.metrics.k8s.io")
+	return c.aggregatedAPIManifest("elasti-metrics-adapter", MetricsAdapterPort,
+		"v1beta1.external.metrics.k8s.io", "v1beta1.custom.metrics.k8s.io", "v1beta2.custom.metrics.k8s.io")
 }
 
 // aggregatedAPIManifest registers a server that listens on the first node's
-// address at port as the aggregated API group/v1beta1, through a Service
-// kube-system/<name> whose EndpointSlice points there, trusting its
+// address at port as the aggregated APIs named <version>.<group>, through a
+// Service kube-system/<name> whose EndpointSlice points there, trusting its
 // certificate through the cluster's CA.
-func (c Config) aggregatedAPIManifest(name string, port int, group string) (string, error) {
+func (c Config) aggregatedAPIManifest(name string, port int, apis ...string) (string, error) {
 	ca, err := os.ReadFile(filepath.Join(c.pkiDir(), "ca.crt"))
 	if err != nil {
 		return "", err
 	}
-	return fmt.Sprintf(`apiVersion: v1
+	manifest := fmt.Sprintf(`apiVersion: v1
 kind: Service
-metadata: {name: %[4]s, namespace: kube-system}
+metadata: {name: %[3]s, namespace: kube-system}
 spec:
   ports:
   - {name: https, port: 443, targetPort: %[1]d, protocol: TCP}
@@ -86,27 +106,32 @@ spec:
 apiVersion: discovery.k8s.io/v1
 kind: EndpointSlice
 metadata:
-  name: %[4]s
+  name: %[3]s
   namespace: kube-system
-  labels: {kubernetes.io/service-name: %[4]s}
+  labels: {kubernetes.io/service-name: %[3]s}
 addressType: IPv4
 ports:
 - {name: https, port: %[1]d, protocol: TCP}
 endpoints:
 - addresses: [%[2]s]
   conditions: {ready: true}
----
+`, port, c.NodeIP, name)
+	for _, api := range apis {
+		version, group, _ := strings.Cut(api, ".")
+		manifest += fmt.Sprintf(`---
 apiVersion: apiregistration.k8s.io/v1
 kind: APIService
-metadata: {name: v1beta1.%[5]s}
+metadata: {name: %[1]s}
 spec:
-  group: %[5]s
-  version: v1beta1
+  group: %[2]s
+  version: %[3]s
   service: {name: %[4]s, namespace: kube-system, port: 443}
-  caBundle: %[3]s
+  caBundle: %[5]s
   groupPriorityMinimum: 100
   versionPriority: 100
-`, port, c.NodeIP, base64.StdEncoding.EncodeToString(ca), name, group), nil
+`, api, group, version, name, base64.StdEncoding.EncodeToString(ca))
+	}
+	return manifest, nil
 }
 
 // startMetricsAdapter starts the adapter, registers it and waits until the

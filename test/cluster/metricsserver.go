@@ -47,7 +47,7 @@ func (c Config) startMetricsServer(ctx context.Context, logf Logf) error {
 	if started, err := c.spawnOptional(c.metricsServerComponent(), "the cluster serves no resource metrics", logf); !started || err != nil {
 		return err
 	}
-	manifest, err := c.aggregatedAPIManifest("elasti-metrics-server", MetricsServerPort, "metrics.k8s.io")
+	manifest, err := c.aggregatedAPIManifest("elasti-metrics-server", MetricsServerPort, "v1beta1.metrics.k8s.io")
 	if err != nil {
 		return err
 	}

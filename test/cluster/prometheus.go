@@ -62,6 +62,15 @@ func (c Config) addons() []component {
 // on the port named by prometheus.io/port (and prometheus.io/path), found
 // through the API server by the prometheus-sd component (ServePrometheusSD).
 // The short intervals let tests see traffic within seconds.
+//
+// It also scrapes Traefik, the front door (down unless a test started it),
+// and labels each Ingress router's series with the Ingress's namespace and
+// name, which the adapter's requests_per_second needs (metricsAdapterConfig).
+// Traefik names an Ingress's router <namespace>-<name>-<host>-<path> with
+// every character other than a letter or digit turned into '-', so where
+// the namespace ends cannot be read back in general: the rule takes
+// namespaces without '-' or of the tests' form e2e-<6 hex digits>, and
+// Ingress names without '-' (docs/hpa.md, set-up 3, says the same).
 func (c Config) prometheusConfig() string {
 	return fmt.Sprintf(`# Written by elasti-cluster: the local cluster's Prometheus.
 global:
@@ -73,8 +82,25 @@ scrape_configs:
   http_sd_configs:
   - url: http://%s/targets
     refresh_interval: 2s
-`, PrometheusSDAddress)
+- job_name: traefik
+  static_configs:
+  - targets: [%s]
+  metric_relabel_configs:
+  - source_labels: [router]
+    regex: '%s'
+    target_label: namespace
+    replacement: $1
+  - source_labels: [router]
+    regex: '%s'
+    target_label: ingress
+    replacement: $2
+`, PrometheusSDAddress, netip.AddrPortFrom(c.NodeIP, traefikAdminPort), traefikIngressRouter, traefikIngressRouter)
 }
+
+// traefikIngressRouter matches the router Traefik makes for an Ingress, in
+// the namespaces and with the names prometheusConfig describes: $1 is the
+// namespace, $2 the Ingress.
+const traefikIngressRouter = `([a-z0-9]+-[0-9a-f]{6}|[a-z0-9]+)-([a-z0-9]+)(?:-.*)?@kubernetes`
 
 // StartPrometheus writes Prometheus's configuration, starts it in the node's
 // namespace and waits until it is ready. It does nothing when it already

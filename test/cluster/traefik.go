@@ -61,6 +61,9 @@ func (c Config) traefikComponent(dir string) component {
 		"--entryPoints.admin.address=" + admin,
 		"--ping=true", "--ping.entryPoint=admin",
 		"--metrics.prometheus=true", "--metrics.prometheus.entryPoint=admin",
+		// A router per Ingress: the counter the HPA's Object metric on an
+		// Ingress is computed from (prometheusConfig, metricsAdapterConfig).
+		"--metrics.prometheus.addRoutersLabels=true",
 		"--providers.kubernetesIngress=true",
 		"--providers.kubernetesIngress.ingressClass=" + TraefikClass,
 		"--providers.kubernetesIngress.ingressEndpoint.ip=" + c.NodeIP.String(),
