@@ -245,13 +245,16 @@ func moveBack(t *testing.T, e *Env, url string, awake time.Time) {
 // TestFrontDoorKeepAliveCycles: eight keep-alive clients POST through an
 // Ingress, five times a second each, while the trigger always says idle.
 //
-// First with the install's grace period (--grace-period): the front door
-// balances every request over the endpoints it knows, so as soon as a
-// scale-down puts the proxy slice in place some requests reach a resolver,
-// which calls the scale-down off. Behind a front door a kept-alive client
-// does not stay on the pod during the grace period as it does through
-// kube-proxy (TestNoLossUnderLoad). The test sees scale-downs start and be
-// called off, never reach zero.
+// First with a grace period of 10 s: the front door balances every request
+// over the endpoints it knows, so once it has applied the proxy slice some
+// requests reach a resolver, which calls the scale-down off. Behind a front
+// door a kept-alive client does not stay on the pod during the grace period
+// as it does through kube-proxy (TestNoLossUnderLoad). The test sees
+// scale-downs start and be called off, never reach zero. The grace period
+// must outlast the front door's delay in applying the slice (Traefik: up to
+// 2 s, its providersThrottleDuration): with the operator's default of 2 s, a
+// first run saw the target go to zero under this traffic (every request
+// still held and answered, as in the second part).
 //
 // Then with scaleDownGracePeriod 0s: there is no confirmation window, so
 // the target goes to zero under traffic, three times. Every POST is
@@ -273,7 +276,9 @@ func TestFrontDoorKeepAliveCycles(t *testing.T) {
 
 	// Bounded: at most 5 minutes of traffic.
 	fleet := startKeepAliveFleet(e, url, 8, 200*time.Millisecond, 8*5*300)
-	e.Create(t, e.ElastiServiceFor(ns, "demoapp", IdleQuery))
+	es := e.ElastiServiceFor(ns, "demoapp", IdleQuery)
+	es.Spec.ScaleDownGracePeriod = "10s"
+	e.Create(t, es)
 	attempts, last := 0, ""
 	StableFor(t, 30*time.Second, 100*time.Millisecond, func(ctx context.Context) error {
 		es, err := e.GetElastiService(ctx, ns, "demoapp")
@@ -294,7 +299,7 @@ func TestFrontDoorKeepAliveCycles(t *testing.T) {
 	if attempts == 0 {
 		t.Error("no scale-down started in 30 s: the test did not exercise the call-off")
 	}
-	t.Logf("with the grace period: %d scale-downs started and called off by the front door's traffic; %d POSTs so far", attempts, fleet.sent.Load())
+	t.Logf("with a 10 s grace period: %d scale-downs started and called off by the front door's traffic; %d POSTs so far", attempts, fleet.sent.Load())
 
 	e.UpdateElastiService(t, ns, "demoapp", func(es *elastiv1alpha1.ElastiService) { es.Spec.ScaleDownGracePeriod = "0s" })
 	start := time.Now()
@@ -318,27 +323,33 @@ func TestFrontDoorKeepAliveCycles(t *testing.T) {
 }
 
 // frontDoorHost is the host name the Gateway routes of the demo app in ns
-// answer to: gRPC has no path prefix of its own to route by.
-func frontDoorHost(ns string) string { return ns + ".front-door.test" }
+// answer to over HTTP (gRPC has no path prefix of its own to route by), and
+// frontDoorGRPCHost the one for gRPC. The two must differ: a GRPCRoute with
+// no matches takes every request for its host, so a WebSocket's GET sent to
+// a host both routes share went to the gRPC backend (Traefik answered 500,
+// "unsupported protocol scheme h2c", in a first run). The Gateway API
+// leaves a host claimed by both kinds to the implementation.
+func frontDoorHost(ns string) string     { return ns + ".front-door.test" }
+func frontDoorGRPCHost(ns string) string { return "grpc." + ns + ".front-door.test" }
 
-// frontDoorRoutesByHost routes the host frontDoorHost(ns) on the shared
-// Gateway: HTTP (and WebSocket) to the demo app's HTTP port, gRPC to its
-// h2c port.
+// frontDoorRoutesByHost routes frontDoorHost(ns) on the shared Gateway to
+// the demo app's HTTP port (an HTTPRoute, for HTTP and WebSocket), and
+// frontDoorGRPCHost(ns) to its h2c port (a GRPCRoute).
 func frontDoorRoutesByHost(ns string) []client.Object {
 	parents := []any{map[string]any{"name": cluster.FrontDoorGateway, "namespace": cluster.FrontDoorNamespace}}
-	route := func(kind string, port int64) *unstructured.Unstructured {
+	route := func(kind, host string, port int64) *unstructured.Unstructured {
 		return &unstructured.Unstructured{Object: map[string]any{
 			"apiVersion": "gateway.networking.k8s.io/v1",
 			"kind":       kind,
 			"metadata":   map[string]any{"name": "demoapp", "namespace": ns},
 			"spec": map[string]any{
 				"parentRefs": parents,
-				"hostnames":  []any{frontDoorHost(ns)},
+				"hostnames":  []any{host},
 				"rules":      []any{map[string]any{"backendRefs": []any{map[string]any{"name": "demoapp", "port": port}}}},
 			},
 		}}
 	}
-	return []client.Object{route("HTTPRoute", DemoHTTPPort), route("GRPCRoute", DemoGRPCPort)}
+	return []client.Object{route("HTTPRoute", frontDoorHost(ns), DemoHTTPPort), route("GRPCRoute", frontDoorGRPCHost(ns), DemoGRPCPort)}
 }
 
 // frontDoorDialer dials the front door whatever the address asked for, as a
@@ -390,8 +401,12 @@ func TestFrontDoorGatewayProtocols(t *testing.T) {
 	t.Run("websocket", func(t *testing.T) {
 		atZero(t, e, ns, "demoapp", func(ctx context.Context) error {
 			d := websocket.Dialer{NetDialContext: e.frontDoorDialer, HandshakeTimeout: wakeTimeout}
-			conn, _, err := d.DialContext(ctx, "ws://"+host+"/ws", nil)
+			conn, resp, err := d.DialContext(ctx, "ws://"+host+"/ws", nil)
 			if err != nil {
+				if resp != nil {
+					body, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
+					return fmt.Errorf("handshake: %w: %s %q (%s)", err, resp.Status, body, resp.Header)
+				}
 				return fmt.Errorf("handshake: %w", err)
 			}
 			defer conn.Close()
@@ -413,7 +428,8 @@ func TestFrontDoorGatewayProtocols(t *testing.T) {
 	})
 	t.Run("grpc h2c", func(t *testing.T) {
 		atZero(t, e, ns, "demoapp", func(ctx context.Context) error {
-			conn, err := grpc.NewClient("passthrough:///"+host,
+			grpcHost := net.JoinHostPort(frontDoorGRPCHost(ns), fmt.Sprint(cluster.FrontDoorPort))
+			conn, err := grpc.NewClient("passthrough:///"+grpcHost,
 				grpc.WithTransportCredentials(insecure.NewCredentials()),
 				grpc.WithContextDialer(func(ctx context.Context, addr string) (net.Conn, error) { return e.frontDoorDialer(ctx, "tcp", addr) }))
 			if err != nil {
@@ -457,8 +473,8 @@ func TestFrontDoorWakingPage(t *testing.T) {
 	pages := 0
 	var api error
 	apiDone := make(chan struct{})
-	err := Poll(ctx, 3*time.Minute, 250*time.Millisecond, func(ctx context.Context) error {
-		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	err := Poll(ctx, 3*time.Minute, 250*time.Millisecond, func(pctx context.Context) error {
+		req, _ := http.NewRequestWithContext(pctx, http.MethodGet, url, nil)
 		req.Header.Set("Accept", browserAccept)
 		resp, err := c.Do(req)
 		if err != nil {
@@ -469,7 +485,8 @@ func TestFrontDoorWakingPage(t *testing.T) {
 		switch {
 		case resp.StatusCode == http.StatusServiceUnavailable && resp.Header.Get("Refresh") == "1":
 			if pages++; pages == 1 {
-				// The wake has begun: an API client's request now.
+				// The wake has begun: an API client's request now, on the
+				// test's context (each poll's ends with the poll).
 				go func() {
 					defer close(apiDone)
 					body, err := GetWith(ctx, e.LongHTTPClient(), url, "")
