@@ -3,6 +3,7 @@
 package e2e
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -10,7 +11,10 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -49,12 +53,42 @@ const demoPeerHeader = "X-Demoapp-Peer"
 // package doc).
 func startFrontDoor(t *testing.T, e *Env) {
 	t.Helper()
-	if os.Getenv(cluster.TraefikDirEnv) == "" {
-		t.Fatalf("%s is not set: `make test-e2e` sets it (hack/traefik.sh builds Traefik); by hand: export %s=$(hack/traefik.sh)", cluster.TraefikDirEnv, cluster.TraefikDirEnv)
+	if err := traefikRelease(e.Cluster.RepoRoot); err != nil {
+		t.Fatalf("Traefik: %v", err)
 	}
 	if err := e.ClusterCLI("traefik-start"); err != nil {
 		t.Fatalf("start Traefik: %v", err)
 	}
+}
+
+var (
+	traefikOnce sync.Once
+	traefikErr  error
+)
+
+// traefikRelease sets $ELASTI_TRAEFIK_DIR, which traefik-start reads, to
+// what hack/traefik.sh prints, unless it is set already. The script waits
+// for a build in progress (make test-e2e starts one in the background) or
+// builds Traefik itself: on a fresh machine, minutes.
+func traefikRelease(root string) error {
+	traefikOnce.Do(func() {
+		if os.Getenv(cluster.TraefikDirEnv) != "" {
+			return
+		}
+		cmd := exec.Command(filepath.Join(root, "hack", "traefik.sh"))
+		cmd.Dir = root
+		var stderr bytes.Buffer
+		cmd.Stderr = &stderr
+		out, err := cmd.Output()
+		if err != nil {
+			traefikErr = fmt.Errorf("hack/traefik.sh: %w: %s", err, strings.TrimSpace(stderr.String()))
+			return
+		}
+		// Before any test runs in parallel: startFrontDoor runs before
+		// t.Parallel.
+		traefikErr = os.Setenv(cluster.TraefikDirEnv, strings.TrimSpace(string(out)))
+	})
+	return traefikErr
 }
 
 // frontDoorURL is the front door's URL for the demo app in ns.
