@@ -435,29 +435,7 @@ func TestFrontDoorGatewayProtocols(t *testing.T) {
 	t.Run("websocket", func(t *testing.T) {
 		atZero(t, e, ns, "demoapp", func(ctx context.Context) error {
 			d := websocket.Dialer{NetDialContext: e.frontDoorDialer, HandshakeTimeout: wakeTimeout}
-			conn, resp, err := d.DialContext(ctx, "ws://"+host+"/ws", nil)
-			if err != nil {
-				if resp != nil {
-					body, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
-					return fmt.Errorf("handshake: %w: %s %q (%s)", err, resp.Status, body, resp.Header)
-				}
-				return fmt.Errorf("handshake: %w", err)
-			}
-			defer conn.Close()
-			_ = conn.SetReadDeadline(time.Now().Add(30 * time.Second))
-			for _, msg := range []string{"ping", "pong"} {
-				if err := conn.WriteMessage(websocket.TextMessage, []byte(msg)); err != nil {
-					return err
-				}
-				_, got, err := conn.ReadMessage()
-				if err != nil {
-					return err
-				}
-				if string(got) != msg {
-					return fmt.Errorf("echo returned %q, want %q", got, msg)
-				}
-			}
-			return nil
+			return wsPingPong(ctx, d, "ws://"+host+"/ws")
 		})
 	})
 	t.Run("grpc h2c", func(t *testing.T) {

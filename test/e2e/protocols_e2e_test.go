@@ -6,6 +6,7 @@ import (
 	"bufio"
 	"context"
 	"fmt"
+	"io"
 	"net"
 	"strings"
 	"testing"
@@ -104,25 +105,7 @@ func TestProtocolsThroughWake(t *testing.T) {
 	t.Run("websocket", func(t *testing.T) {
 		atZero(t, e, ns, "demoapp", func(ctx context.Context) error {
 			d := websocket.Dialer{NetDialContext: e.Dialer.DialContext, HandshakeTimeout: wakeTimeout}
-			conn, _, err := d.DialContext(ctx, "ws://"+net.JoinHostPort(dnsName, fmt.Sprint(DemoHTTPPort))+"/ws", nil)
-			if err != nil {
-				return fmt.Errorf("handshake: %w", err)
-			}
-			defer conn.Close()
-			_ = conn.SetReadDeadline(time.Now().Add(30 * time.Second))
-			for _, msg := range []string{"ping", "pong"} {
-				if err := conn.WriteMessage(websocket.TextMessage, []byte(msg)); err != nil {
-					return err
-				}
-				_, got, err := conn.ReadMessage()
-				if err != nil {
-					return err
-				}
-				if string(got) != msg {
-					return fmt.Errorf("echo returned %q, want %q", got, msg)
-				}
-			}
-			return nil
+			return wsPingPong(ctx, d, "ws://"+net.JoinHostPort(dnsName, fmt.Sprint(DemoHTTPPort))+"/ws")
 		})
 	})
 
@@ -181,6 +164,35 @@ func (e *Env) tcpEcho(ctx context.Context, ip string, msgs ...string) error {
 		}
 		if line != msg+"\n" {
 			return fmt.Errorf("echo returned %q, want %q", line, msg)
+		}
+	}
+	return nil
+}
+
+// wsPingPong opens a WebSocket to the demo app's echo at url with d and
+// has two messages echoed. A refused handshake's error carries the answer's
+// status, headers and the start of its body.
+func wsPingPong(ctx context.Context, d websocket.Dialer, url string) error {
+	conn, resp, err := d.DialContext(ctx, url, nil)
+	if err != nil {
+		if resp != nil {
+			body, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
+			return fmt.Errorf("handshake: %w: %s %q (%s)", err, resp.Status, body, resp.Header)
+		}
+		return fmt.Errorf("handshake: %w", err)
+	}
+	defer conn.Close()
+	_ = conn.SetReadDeadline(time.Now().Add(30 * time.Second))
+	for _, msg := range []string{"ping", "pong"} {
+		if err := conn.WriteMessage(websocket.TextMessage, []byte(msg)); err != nil {
+			return err
+		}
+		_, got, err := conn.ReadMessage()
+		if err != nil {
+			return err
+		}
+		if string(got) != msg {
+			return fmt.Errorf("echo returned %q, want %q", got, msg)
 		}
 	}
 	return nil
