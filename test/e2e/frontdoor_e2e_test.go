@@ -141,27 +141,17 @@ type frontDoorAnswer struct {
 	err  error
 }
 
-// getPeer GETs url with c and returns the demo app's PeerHeader.
+// getPeer GETs url with c and returns the demo app's PeerHeader of its
+// answer, which must be the app's greeting.
 func getPeer(ctx context.Context, c *http.Client, url string) (string, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-	if err != nil {
-		return "", err
-	}
-	resp, err := c.Do(req)
-	if err != nil {
-		return "", err
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
+	h, body, err := get200(ctx, c, url)
 	switch {
 	case err != nil:
-		return "", fmt.Errorf("read the answer: %w", err)
-	case resp.StatusCode != http.StatusOK:
-		return "", fmt.Errorf("%s: %s", resp.Status, strings.TrimSpace(string(body)))
-	case !strings.HasPrefix(string(body), "hello from "):
+		return "", fmt.Errorf("%w: %s", err, strings.TrimSpace(body))
+	case !strings.HasPrefix(body, "hello from "):
 		return "", fmt.Errorf("unexpected body %q", body)
 	}
-	return resp.Header.Get(demoPeerHeader), nil
+	return h.Get(demoPeerHeader), nil
 }
 
 // resolverIPs are the addresses of the resolver pods now.

@@ -323,18 +323,25 @@ func every(interval time.Duration, f func(ctx context.Context) error) (stop func
 
 // getBody GETs url with c and returns the body of a 200 answer.
 func getBody(ctx context.Context, c *http.Client, url string) (string, error) {
+	_, body, err := get200(ctx, c, url)
+	return body, err
+}
+
+// get200 GETs url with c and returns the headers and body of a 200 answer;
+// another status is an error (the body is returned with it).
+func get200(ctx context.Context, c *http.Client, url string) (http.Header, string, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
-		return "", err
+		return nil, "", err
 	}
 	resp, err := c.Do(req)
 	if err != nil {
-		return "", err
+		return nil, "", err
 	}
 	defer resp.Body.Close()
 	b, err := io.ReadAll(resp.Body)
 	if err == nil && resp.StatusCode != http.StatusOK {
 		err = fmt.Errorf("GET %s: %s", url, resp.Status)
 	}
-	return string(b), err
+	return resp.Header, string(b), err
 }
