@@ -5,6 +5,7 @@ package controller
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -96,37 +97,68 @@ func kubeletEvent(t *testing.T, ns, podName, reason, msg string) {
 	})
 }
 
-// sampleWakePhases polls status.wakeProgress every 20 ms until the
-// returned function is called, and returns the phases it went through, ""
-// for none, without repeats.
+// sampleWakePhases watches status.wakeProgress until the returned function
+// is called, and returns the phases it went through, "" for none, without
+// repeats. A watch, not a poll: a phase the operator holds for less than
+// a poll's interval (Ready, on a busy machine) is still seen. The returned
+// function first waits for the watch to deliver the object as a read
+// right then finds it, so the caller's last phase is in.
 func sampleWakePhases(t *testing.T, ns, name string) func() []elastiv1alpha1.WakePhase {
 	t.Helper()
-	stop, done := make(chan struct{}), make(chan struct{})
-	var phases []elastiv1alpha1.WakePhase
+	wc, err := client.NewWithWatch(env.Config, client.Options{Scheme: env.Scheme})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	w, err := wc.Watch(ctx, &elastiv1alpha1.ElastiServiceList{}, client.InNamespace(ns), client.MatchingFields{"metadata.name": name})
+	if err != nil {
+		cancel()
+		t.Fatalf("watch ElastiService %s/%s: %v", ns, name, err)
+	}
+	var (
+		mu     sync.Mutex
+		phases []elastiv1alpha1.WakePhase
+		seenRV int64
+	)
 	go func() {
-		defer close(done)
-		for {
-			es := &elastiv1alpha1.ElastiService{}
-			if err := k8s.Get(context.Background(), types.NamespacedName{Namespace: ns, Name: name}, es); err == nil {
-				var ph elastiv1alpha1.WakePhase
-				if wp := es.Status.WakeProgress; wp != nil {
-					ph = wp.Phase
-				}
-				if len(phases) == 0 || phases[len(phases)-1] != ph {
-					phases = append(phases, ph)
-				}
+		for ev := range w.ResultChan() {
+			es, ok := ev.Object.(*elastiv1alpha1.ElastiService)
+			if !ok {
+				continue
 			}
-			select {
-			case <-stop:
-				return
-			case <-time.After(20 * time.Millisecond):
+			var ph elastiv1alpha1.WakePhase
+			if wp := es.Status.WakeProgress; wp != nil {
+				ph = wp.Phase
 			}
+			rv, _ := strconv.ParseInt(es.ResourceVersion, 10, 64)
+			mu.Lock()
+			if len(phases) == 0 || phases[len(phases)-1] != ph {
+				phases = append(phases, ph)
+			}
+			seenRV = rv
+			mu.Unlock()
 		}
 	}()
 	var once sync.Once
 	result := func() []elastiv1alpha1.WakePhase {
-		once.Do(func() { close(stop); <-done })
-		return phases
+		once.Do(func() {
+			defer cancel()
+			defer w.Stop()
+			// etcd's resource versions are one counter, so "delivered
+			// up to now" is a comparison (a test may; clients may not).
+			now, _ := strconv.ParseInt(getES(t, ns, name).ResourceVersion, 10, 64)
+			eventually(t, wait, "the watch delivers the object as read now", func() error {
+				mu.Lock()
+				defer mu.Unlock()
+				if seenRV < now {
+					return fmt.Errorf("watched up to resource version %d, the object is at %d", seenRV, now)
+				}
+				return nil
+			})
+		})
+		mu.Lock()
+		defer mu.Unlock()
+		return append([]elastiv1alpha1.WakePhase(nil), phases...)
 	}
 	t.Cleanup(func() { result() })
 	return result
