@@ -28,14 +28,9 @@ func (e *Env) ResolverMetric(ctx context.Context, name string) (map[string]float
 		if p.Status.Phase != corev1.PodRunning || p.DeletionTimestamp != nil || p.Status.PodIP == "" {
 			continue
 		}
-		text, err := e.HTTPGet(ctx, "http://"+net.JoinHostPort(p.Status.PodIP, "8012")+"/metrics")
+		families, err := e.PodMetrics(ctx, &p, "8012")
 		if err != nil {
-			return nil, fmt.Errorf("resolver %s: %w", p.Name, err)
-		}
-		parser := expfmt.NewTextParser(model.UTF8Validation)
-		families, err := parser.TextToMetricFamilies(strings.NewReader(text))
-		if err != nil {
-			return nil, fmt.Errorf("resolver %s's metrics: %w", p.Name, err)
+			return nil, fmt.Errorf("resolver %w", err)
 		}
 		out[p.Name] = sumFamily(families[name])
 	}
@@ -45,12 +40,35 @@ func (e *Env) ResolverMetric(ctx context.Context, name string) (map[string]float
 	return out, nil
 }
 
+// PodMetrics scrapes one pod's /metrics on port (plain HTTP), parsed.
+func (e *Env) PodMetrics(ctx context.Context, p *corev1.Pod, port string) (map[string]*dto.MetricFamily, error) {
+	text, err := e.HTTPGet(ctx, "http://"+net.JoinHostPort(p.Status.PodIP, port)+"/metrics")
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", p.Name, err)
+	}
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	families, err := parser.TextToMetricFamilies(strings.NewReader(text))
+	if err != nil {
+		return nil, fmt.Errorf("%s's metrics: %w", p.Name, err)
+	}
+	return families, nil
+}
+
 func sumFamily(f *dto.MetricFamily) float64 {
+	return sumFamilyWhere(f, "", "")
+}
+
+// sumFamilyWhere sums the series of f whose label has value ("" for
+// every series).
+func sumFamilyWhere(f *dto.MetricFamily, label, value string) float64 {
 	if f == nil {
 		return 0
 	}
 	var sum float64
 	for _, m := range f.GetMetric() {
+		if label != "" && !hasLabel(m, label, value) {
+			continue
+		}
 		switch {
 		case m.Counter != nil:
 			sum += m.GetCounter().GetValue()
@@ -61,4 +79,13 @@ func sumFamily(f *dto.MetricFamily) float64 {
 		}
 	}
 	return sum
+}
+
+func hasLabel(m *dto.Metric, name, value string) bool {
+	for _, l := range m.GetLabel() {
+		if l.GetName() == name {
+			return l.GetValue() == value
+		}
+	}
+	return false
 }

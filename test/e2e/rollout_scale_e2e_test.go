@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -17,6 +18,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	elastiv1alpha1 "elasti.dev/elasti/api/v1alpha1"
@@ -158,25 +160,153 @@ func TestResolverRolloutAtScale(t *testing.T) {
 	// last slice without it), and not after.
 	victim := crashResolver(t, e, ns)
 	time.Sleep(2 * time.Second) // traffic once it is back, too
+
+	// The operator's leader restarted, traffic still on.
+	opRestart := restartOperatorLeader(t, e, ns)
 	close(stop)
 	wg.Wait()
 
-	t.Logf("%d requests to 20 of the %d asleep during the rollout and the crash, %d failed", sent.Load(), rolloutAsleep, failed.Load())
+	t.Logf("%d requests to 20 of the %d asleep during the rollout, the crash and the operator's restart, %d failed", sent.Load(), rolloutAsleep, failed.Load())
 	for i, f := range failures {
 		switch {
 		case i < rolloutFailures:
 			t.Errorf("failed during the rollout: %s %s", f.at.Format("15:04:05.000"), f.what)
+		case !f.at.Before(opRestart):
+			t.Errorf("failed during the operator's restart: %s %s", f.at.Format("15:04:05.000"), f.what)
 		case f.at.Before(victim.killed) || f.at.After(victim.unlisted.Add(crashSlack)):
 			t.Errorf("failed outside the crash's bound (killed %s, out of every slice %s): %s %s",
 				victim.killed.Format("15:04:05.000"), victim.unlisted.Format("15:04:05.000"), f.at.Format("15:04:05.000"), f.what)
 		}
 	}
 	t.Logf("%d requests failed inside the crash's bound (kill until %s after the last slice dropped the pod)", len(failures)-rolloutFailures, crashSlack)
-	for i := range 20 {
-		if n, _, err := e.Replicas(ctx, ns, scaleName(i)); err != nil || n != 0 {
-			t.Errorf("%s at %d replicas (%v): a static response or the rollout woke it", scaleName(i), n, err)
+	var ds appsv1.DeploymentList
+	if err := e.Client.List(ctx, &ds, client.InNamespace(ns)); err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range ds.Items {
+		if n := ptr.Deref(d.Spec.Replicas, 1); n != 0 {
+			t.Errorf("%s at %d replicas: a static response, the rollout, the crash or the operator's restart woke it", d.Name, n)
 		}
 	}
+}
+
+// restartOperatorLeader deletes the operator's leader pod (as a node drain
+// or an eviction would) and waits until another operator pod holds the
+// Lease and has reconciled every ElastiService in ns, its queue empty. It
+// wants nothing written meanwhile: the resource versions of the
+// ElastiServices, their Deployments and the proxy slices in ns are the
+// same after as before (issue 43: no write for an ElastiService that did
+// not change, nothing woken). It returns when the pod was deleted.
+func restartOperatorLeader(t *testing.T, e *Env, ns string) time.Time {
+	t.Helper()
+	ctx := context.Background()
+	var before map[string]string
+	Eventually(t, time.Minute, time.Second, func(ctx context.Context) error {
+		a, err := versionsIn(ctx, e, ns)
+		if err != nil {
+			return err
+		}
+		time.Sleep(5 * time.Second)
+		b, err := versionsIn(ctx, e, ns)
+		if err != nil {
+			return err
+		}
+		if d := changedVersions(a, b); len(d) > 0 {
+			return fmt.Errorf("still settling: %d objects changed in 5 s, e.g. %v", len(d), d[:min(len(d), 5)])
+		}
+		before = b
+		return nil
+	})
+
+	old, err := e.OperatorLeader(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	deleted := time.Now()
+	if err := e.Client.Delete(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ElastiNamespace, Name: old}}); err != nil {
+		t.Fatal(err)
+	}
+	var now string
+	Eventually(t, 3*time.Minute, time.Second, func(ctx context.Context) error {
+		if now, err = e.OperatorLeader(ctx); err != nil {
+			return err
+		}
+		if now == old {
+			return fmt.Errorf("the Lease is still held by %q", now)
+		}
+		var pod corev1.Pod
+		if err := e.Client.Get(ctx, client.ObjectKey{Namespace: ElastiNamespace, Name: now}, &pod); err != nil {
+			return err
+		}
+		m, err := e.PodMetrics(ctx, &pod, "8080")
+		if err != nil {
+			return err
+		}
+		reconciled := sumFamilyWhere(m["controller_runtime_reconcile_total"], "controller", "elastiservice")
+		depth := sumFamilyWhere(m["workqueue_depth"], "name", "elastiservice")
+		if reconciled < rolloutAsleep || depth > 0 {
+			return fmt.Errorf("the new leader %s has reconciled %v times, %v queued", now, reconciled, depth)
+		}
+		return nil
+	})
+	t.Logf("operator leader %s deleted; %s leads and has reconciled all %d %s after", old, now, rolloutAsleep, time.Since(deleted).Round(100*time.Millisecond))
+	time.Sleep(5 * time.Second) // what the reconciles might still write
+	after, err := versionsIn(ctx, e, ns)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := changedVersions(before, after); len(d) > 0 {
+		t.Errorf("%d of %d objects written across the operator's restart, want none; e.g. %v", len(d), len(before), d[:min(len(d), 10)])
+	} else {
+		t.Logf("none of the %d ElastiServices, Deployments and proxy slices was written across the operator's restart", len(before))
+	}
+	return deleted
+}
+
+// versionsIn maps each ElastiService, Deployment and proxy slice in ns
+// ("kind/name") to its resource version.
+func versionsIn(ctx context.Context, e *Env, ns string) (map[string]string, error) {
+	out := map[string]string{}
+	var ess elastiv1alpha1.ElastiServiceList
+	if err := e.Client.List(ctx, &ess, client.InNamespace(ns)); err != nil {
+		return nil, err
+	}
+	for _, o := range ess.Items {
+		out["ElastiService/"+o.Name] = o.ResourceVersion
+	}
+	var ds appsv1.DeploymentList
+	if err := e.Client.List(ctx, &ds, client.InNamespace(ns)); err != nil {
+		return nil, err
+	}
+	for _, o := range ds.Items {
+		out["Deployment/"+o.Name] = o.ResourceVersion
+	}
+	proxy, err := e.Clientset.DiscoveryV1().EndpointSlices(ns).List(ctx, metav1.ListOptions{LabelSelector: contract.LabelManagedBy + "=" + contract.ManagedBy})
+	if err != nil {
+		return nil, err
+	}
+	for _, o := range proxy.Items {
+		out["EndpointSlice/"+o.Name] = o.ResourceVersion
+	}
+	return out, nil
+}
+
+// changedVersions lists the keys whose version differs, or that only one
+// of a and b has, sorted.
+func changedVersions(a, b map[string]string) []string {
+	var out []string
+	for k, v := range a {
+		if b[k] != v {
+			out = append(out, k)
+		}
+	}
+	for k := range b {
+		if _, ok := a[k]; !ok {
+			out = append(out, k)
+		}
+	}
+	slices.Sort(out)
+	return out
 }
 
 // crashSlack is how long after the proxy slices stop listing a crashed
