@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"golang.org/x/sys/unix"
 
 	"elasti.dev/elasti/internal/resolver/park"
 )
@@ -21,6 +22,24 @@ import (
 // never forwarded, whatever it had sent, and its slot is freed at once.
 
 // dialRaw opens a plain TCP connection to the resolver.
+// unsent is how many bytes c's kernel holds that the peer has not
+// acknowledged (SIOCOUTQ).
+func unsent(t *testing.T, c *net.TCPConn) int {
+	t.Helper()
+	rc, err := c.SyscallConn()
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	if err := rc.Control(func(fd uintptr) { n, err = unix.IoctlGetInt(int(fd), unix.SIOCOUTQ) }); err != nil {
+		t.Fatal(err)
+	}
+	if err != nil {
+		t.Fatalf("SIOCOUTQ: %v", err)
+	}
+	return n
+}
+
 func dialRaw(t *testing.T, addr string) *net.TCPConn {
 	t.Helper()
 	c, err := net.Dial("tcp", addr)
@@ -291,7 +310,21 @@ func TestHeldTCPClientGoneIsNeverDialed(t *testing.T) {
 				// and the connection was then dialed: seen on a busy
 				// machine.)
 				go func() { _, _ = c.Write(bytes.Repeat([]byte("z"), park.MaxBacklog/2)) }()
-				time.Sleep(100 * time.Millisecond)
+				// Until the client's kernel keeps bytes the resolver has
+				// not taken (its receive buffer is full), on two looks in
+				// a row, so that the close queues behind them. A fixed
+				// 100 ms was not enough on a busy machine: once the
+				// writer had not run by then, the close went first, and
+				// the release came before the watch saw it.
+				backedUp := 0
+				h.eventually("the client's send queue backed up", func() bool {
+					if unsent(t, c) > 0 {
+						backedUp++
+					} else {
+						backedUp = 0
+					}
+					return backedUp >= 2
+				})
 				how, queued = rest, rest == "close"
 			}
 			if how == "half-close" {

@@ -60,3 +60,33 @@ func TestHangupWatcherBlocksNoThread(t *testing.T) {
 		t.Fatal("the watcher did not see the client leave")
 	}
 }
+
+// TestDrainSeesACloseTheWatchHadNotReported: a held TCP client with nothing
+// past the read-ahead bound that closed just before its release is gone at
+// the release, although no watch has told the hold (here none ran at all,
+// as when the release comes before the watch is scheduled), and is never
+// dialed. One still there goes through with nothing to drain.
+func TestDrainSeesACloseTheWatchHadNotReported(t *testing.T) {
+	server, client := tcpPair(t)
+	h := WatchHeld(server, 1024)
+	if _, err := client.Write([]byte("INSERT INTO charges VALUES (1234)")); err != nil {
+		t.Fatal(err)
+	}
+	client.Close()
+	probe := probeOf(socketOf(server))
+	deadline := time.Now().Add(10 * time.Second)
+	for _, left := probe(); !left; _, left = probe() {
+		if time.Now().After(deadline) {
+			t.Fatal("the close never reached the server's socket")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if pending, err := h.DrainBacklog(); !errors.Is(err, hold.ErrClientGone) {
+		t.Fatalf("DrainBacklog after the client closed = %q, %v; want hold.ErrClientGone", pending, err)
+	}
+
+	server, _ = tcpPair(t)
+	if pending, err := WatchHeld(server, 1024).DrainBacklog(); err != nil || len(pending) != 0 {
+		t.Fatalf("DrainBacklog with the client there = %q, %v; want nothing and no error", pending, err)
+	}
+}

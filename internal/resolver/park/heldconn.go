@@ -115,15 +115,10 @@ const MaxBacklog = 8 << 20
 // socket, for more of the backlog: each read opens the receive window, and
 // the client's kernel answers with the next bytes (and a close queued
 // behind them) at once on an idle machine, but a few milliseconds later on
-// a busy one, whose network processing the kernel defers. At 50 ms a close
-// was still missed, and the connection dialed, in the unit tier beside a
-// fresh machine's first end-to-end tier (2026-12-03; 1 run in about 50
-// under CPU hogs at a higher priority than the test). No setting makes a
-// miss impossible on a starved machine: the pod then gets the backlog and
-// the close (docs/resolver.md, "Held means watched"). The wait is paid
-// only by a connection whose client sent past the read-ahead bound while
-// held, once, at its release.
-const BacklogSettle = 200 * time.Millisecond
+// a busy one, whose network processing the kernel defers (a close was then
+// missed and the connection dialed, in the unit tier beside the end-to-end
+// tier).
+const BacklogSettle = 50 * time.Millisecond
 
 // DrainBacklog, after StopWatching let the connection through, reads what
 // the client sent past the bound while held, until none has waited for
@@ -131,11 +126,22 @@ const BacklogSettle = 200 * time.Millisecond
 // goes to the pod before the splice. A close queued behind that backlog
 // (the kernel sends it after the bytes) is seen by then, and the
 // connection is not forwarded (hold.ErrClientGone): the same rule as while
-// held. Without a backlog, or where the socket cannot be probed, it
+// held. Without a backlog it returns what was read ahead, unless the
+// socket shows a close already; where the socket cannot be probed, it
 // returns what was read ahead.
 func (h *HeldConn) DrainBacklog() ([]byte, error) {
 	probe := probeOf(socketOf(h.Conn))
-	if !h.full || probe == nil {
+	if probe == nil {
+		return h.pending, nil
+	}
+	if !h.full {
+		// No backlog; but a close the socket watch had not reported yet
+		// when the release came is on the socket already (seen on a busy
+		// machine: the client closed, the pod turned ready a moment
+		// later, and the connection was dialed).
+		if _, left := probe(); left {
+			return nil, fmt.Errorf("%w: the connection closed as it was let through", hold.ErrClientGone)
+		}
 		return h.pending, nil
 	}
 	buf := make([]byte, 32<<10)

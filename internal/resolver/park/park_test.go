@@ -88,10 +88,6 @@ func FuzzRequestHead(f *testing.F) {
 	f.Fuzz(func(t *testing.T, raw string) { checkHeadRoundTrip(t, raw) })
 }
 
-// TestParkedWatch checks both ways a parked request's client is watched: the
-// shared epoll set for sockets (Linux) and a read of its own for anything
-// else (net.Pipe here). A client that closes ends the hold as gone; one that
-// sends more is still there, and what it sent is kept for the server.
 // tcpPair is both ends of one loopback TCP connection, closed when t ends.
 func tcpPair(t *testing.T) (server, client net.Conn) {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
@@ -111,6 +107,10 @@ func tcpPair(t *testing.T) (server, client net.Conn) {
 	return server, client
 }
 
+// TestParkedWatch checks both ways a parked request's client is watched: the
+// shared epoll set for sockets (Linux) and a read of its own for anything
+// else (net.Pipe here). A client that closes ends the hold as gone; one that
+// sends more is still there, and what it sent is kept for the server.
 func TestParkedWatch(t *testing.T) {
 	pipePair := func(t *testing.T) (server, client net.Conn) {
 		server, client = net.Pipe()
