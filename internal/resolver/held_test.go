@@ -21,7 +21,6 @@ import (
 // Held means watched: a held request or connection whose client left is
 // never forwarded, whatever it had sent, and its slot is freed at once.
 
-// dialRaw opens a plain TCP connection to the resolver.
 // unsent is how many bytes c's kernel holds that the peer has not
 // acknowledged (SIOCOUTQ).
 func unsent(t *testing.T, c *net.TCPConn) int {
@@ -30,16 +29,18 @@ func unsent(t *testing.T, c *net.TCPConn) int {
 	if err != nil {
 		t.Fatal(err)
 	}
-	n := 0
-	if err := rc.Control(func(fd uintptr) { n, err = unix.IoctlGetInt(int(fd), unix.SIOCOUTQ) }); err != nil {
+	var n int
+	var ioctlErr error
+	if err := rc.Control(func(fd uintptr) { n, ioctlErr = unix.IoctlGetInt(int(fd), unix.SIOCOUTQ) }); err != nil {
 		t.Fatal(err)
 	}
-	if err != nil {
-		t.Fatalf("SIOCOUTQ: %v", err)
+	if ioctlErr != nil {
+		t.Fatalf("SIOCOUTQ: %v", ioctlErr)
 	}
 	return n
 }
 
+// dialRaw opens a plain TCP connection to the resolver.
 func dialRaw(t *testing.T, addr string) *net.TCPConn {
 	t.Helper()
 	c, err := net.Dial("tcp", addr)

@@ -228,9 +228,11 @@ func restartOperatorLeader(t *testing.T, e *Env, ns string) time.Time {
 	}
 	var now string
 	Eventually(t, 3*time.Minute, time.Second, func(ctx context.Context) error {
-		if now, err = e.OperatorLeader(ctx); err != nil {
+		leader, err := e.OperatorLeader(ctx)
+		if err != nil {
 			return err
 		}
+		now = leader
 		if now == old {
 			return fmt.Errorf("the Lease is still held by %q", now)
 		}
