@@ -153,10 +153,17 @@ func searchPath(t *testing.T, e *Env, ns, short string) string {
 }
 
 // TestBurstAtZero: 500 concurrent requests at zero all succeed, after one
-// scale-up.
+// scale-up, and the resolvers return the memory their hold used.
+//
+// The demo app takes 3 s to start listening, so that the whole burst is
+// held: with an app that starts at once, a fresh CI run (the other tiers
+// beside it) once had the app ready before its slow client had sent enough
+// requests for either resolver to hold the 100 after which it returns its
+// memory. TestWakeFromEveryCaller and others wake an app that starts at
+// once.
 func TestBurstAtZero(t *testing.T) {
 	e := Get(t)
-	ns, clusterIP := sleepyDemoApp(t, e, idle)
+	ns, clusterIP := sleepyDemoApp(t, e, idle, withEnv("STARTUP_DELAY", "3s"))
 	e.WaitAsleep(t, ns, "demoapp", 2*time.Minute)
 	e.SetQuery(t, ns, "demoapp", BusyQuery)
 	ctx := context.Background()
