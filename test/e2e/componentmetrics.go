@@ -55,12 +55,12 @@ func (e *Env) PodMetrics(ctx context.Context, p *corev1.Pod, port string) (map[s
 }
 
 func sumFamily(f *dto.MetricFamily) float64 {
-	return sumFamilyWhere(f, "", "")
+	return SumFamilyWhere(f, "", "")
 }
 
-// sumFamilyWhere sums the series of f whose label has value ("" for
+// SumFamilyWhere sums the series of f whose label has value ("" for
 // every series).
-func sumFamilyWhere(f *dto.MetricFamily, label, value string) float64 {
+func SumFamilyWhere(f *dto.MetricFamily, label, value string) float64 {
 	if f == nil {
 		return 0
 	}

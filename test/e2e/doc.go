@@ -57,9 +57,9 @@
 //   - TestBurstAtZero: its 500 requests load both resolvers, and it checks
 //     that they return their memory once their hold queues have been empty
 //     for a while, which other tests' held requests would put off.
-//   - TestResolverRolloutAtScale: it restarts the resolvers, to which every
-//     sleeping service is routed, and kills one, with 500 ElastiServices of
-//     its own asleep.
+//   - TestResolverRolloutAtScale: it sets the shared operator aside for a
+//     Helm release of its own, as TestTwoNamespacedInstallsSideBySide does,
+//     with 500 ElastiServices asleep.
 //
 // The multi-node tests (build tag multinode) follow the same rule. The
 // parallel ones share one placement of the resolvers (pinResolvers, on the

@@ -188,3 +188,56 @@ func (h *helmCLI) run(ctx context.Context, args ...string) (string, error) {
 	out, err := cmd.CombinedOutput()
 	return string(out), err
 }
+
+// setSharedOperatorAside takes the kustomize install's operator, which
+// watches every namespace, out of the way of a Helm release's: two
+// operators must never reconcile the same ElastiServices. It scales that
+// operator to zero and deletes its webhook configuration (whose calls would
+// now fail) and its status-writers policy binding (which applies in every
+// namespace and lets only that operator write status; a release's own
+// applies in its watched namespaces). All are re-applied at cleanup.
+func setSharedOperatorAside(ctx context.Context, t *testing.T, e *Env) {
+	t.Helper()
+	t.Cleanup(func() { e.ReapplyElasti(t) })
+	e.Scale(t, ElastiNamespace, OperatorDeployment, 0)
+	Eventually(t, 2*time.Minute, 500*time.Millisecond, func(ctx context.Context) error {
+		pods, err := e.Pods(ctx, ElastiNamespace, map[string]string{"app.kubernetes.io/component": "operator"})
+		if err != nil {
+			return err
+		}
+		if len(pods) > 0 {
+			return fmt.Errorf("%d operator pods of the kustomize install remain", len(pods))
+		}
+		return nil
+	})
+	vwc := &admissionregistrationv1.ValidatingWebhookConfiguration{ObjectMeta: metav1.ObjectMeta{Name: "elasti-webhook"}}
+	if err := e.Client.Delete(ctx, vwc); err != nil && !apierrors.IsNotFound(err) {
+		t.Fatalf("delete the kustomize install's webhook configuration: %v", err)
+	}
+	binding := &admissionregistrationv1.ValidatingAdmissionPolicyBinding{ObjectMeta: metav1.ObjectMeta{Name: "elasti-status-writers"}}
+	if err := e.Client.Delete(ctx, binding); err != nil && !apierrors.IsNotFound(err) {
+		t.Fatalf("delete the kustomize install's status-writers binding: %v", err)
+	}
+}
+
+// previousChart extracts charts/elasti as it was before the last commit
+// that changed it into a temporary directory, and returns the chart's
+// directory and that commit's parent. It needs the repository's history
+// (a full clone, as `git clone` makes).
+func previousChart(t *testing.T, root string) (dir, rev string) {
+	t.Helper()
+	out, err := exec.Command("git", "-C", root, "log", "-1", "--format=%H", "--", "charts/elasti").Output()
+	if err != nil || strings.TrimSpace(string(out)) == "" {
+		t.Fatalf("the last commit that changed charts/elasti: %v %q (the test needs the repository's history)", err, out)
+	}
+	rev = strings.TrimSpace(string(out)) + "~1"
+	tmp := t.TempDir()
+	cmd := exec.Command("bash", "-o", "pipefail", "-c", `git -C "$1" archive "$2" charts/elasti | tar -x -C "$3"`, "bash", root, rev, tmp)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("extract charts/elasti at %s: %v\n%s", rev, err, out)
+	}
+	if out, err := exec.Command("git", "-C", root, "rev-parse", "--short", rev).Output(); err == nil {
+		rev = strings.TrimSpace(string(out))
+	}
+	return filepath.Join(tmp, "charts", "elasti"), rev
+}

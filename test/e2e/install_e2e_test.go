@@ -81,10 +81,16 @@ func TestInstall(t *testing.T) {
 	})
 }
 
-// OperatorLeader returns the pod name in the operator's leader Lease.
+// OperatorLeader returns the pod name in the shared install's leader Lease.
 func (e *Env) OperatorLeader(ctx context.Context) (string, error) {
+	return e.OperatorLeaderIn(ctx, ElastiNamespace)
+}
+
+// OperatorLeaderIn returns the pod name in the leader Lease of the operator
+// installed in ns.
+func (e *Env) OperatorLeaderIn(ctx context.Context, ns string) (string, error) {
 	var lease coordinationv1.Lease
-	if err := e.Client.Get(ctx, client.ObjectKey{Namespace: ElastiNamespace, Name: "elasti-operator.elasti.dev"}, &lease); err != nil {
+	if err := e.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "elasti-operator.elasti.dev"}, &lease); err != nil {
 		return "", err
 	}
 	holder := ptr.Deref(lease.Spec.HolderIdentity, "")

@@ -7,7 +7,9 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"slices"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -31,28 +33,44 @@ import (
 // 43 asks for at least 500).
 const rolloutAsleep = 500
 
-// TestResolverRolloutAtScale: with 500 ElastiServices asleep, the
-// resolvers are restarted as `kubectl rollout restart` does, and then one
-// of them is killed (SIGKILL), while clients
-// send requests to 20 of them throughout, half on new connections and half
-// on kept-alive ones. The 20 answer from a static response, so every
-// request goes through a resolver and none wakes its target. Not one
-// request fails: each new resolver is in every proxy slice before an old
-// one stops being ready (the rollout's maxUnavailable 0), the operator
-// rewrites the 500 slices in one pass when the resolvers change, and an
-// old resolver keeps accepting until no slice lists it
-// (docs/architecture.md, "When the resolvers change"). The test logs how
-// long after each old pod's deletion the slices stopped listing it. After
-// the kill, requests fail only until kube-proxy has applied the slices
-// without the killed resolver, which must come within 30 s (crashResolver);
-// the kubelet restarts it, and it is in every slice again before the
-// traffic stops.
+// TestResolverRolloutAtScale: 500 ElastiServices asleep on a Helm
+// release installed from the chart as it was before its last change, and
+// clients sending requests throughout: to 20 of the 500, half on new
+// connections and half on kept-alive ones (static responses, so every
+// request goes through a resolver and none wakes its target), and to one
+// awake service in a second namespace. Then, one after another:
+//
+//   - the release's resolvers restarted as `kubectl rollout restart` does.
+//     Each new resolver is in every proxy slice before an old one stops
+//     being ready (the rollout's maxUnavailable 0), the operator rewrites
+//     the 500 slices in one pass when the resolvers change, and an old
+//     resolver keeps accepting until no slice lists it (docs/architecture.md,
+//     "When the resolvers change"). Not one request fails.
+//   - one resolver killed (SIGKILL, no drain): requests fail only until
+//     kube-proxy has applied the slices without it, which must come within
+//     30 s (crashResolver); the kubelet restarts it, and it is in every slice
+//     again before the next phase.
+//   - the operator's leader pod deleted: another takes over and reconciles
+//     all 500 without writing anything (restartOperatorLeader).
+//   - the release upgraded to this commit's chart, the CRD first as
+//     docs/configuration.md says (upgradeAtScale): operator and resolvers
+//     roll at once, no request fails, and no ElastiService or Deployment is
+//     written.
+//
+// At the end the 500 are still at zero and the awake one at one replica.
+// The shared install's operator is set aside meanwhile, as in
+// TestTwoNamespacedInstallsSideBySide.
 func TestResolverRolloutAtScale(t *testing.T) {
 	e := Get(t)
 	e.InstallElasti(t)
-	ns := e.NewNamespace(t)
 	ctx := context.Background()
-	t.Cleanup(func() { deleteAtScale(t, e, ns) })
+	ns, awakeNS := e.NewNamespace(t), e.NewNamespace(t)
+	rel := installPreviousRelease(t, e, ns, awakeNS)
+	t.Cleanup(func() {
+		// Before the release is uninstalled: its operator finalizes them.
+		deleteAtScale(t, e, ns)
+		deleteAtScale(t, e, awakeNS)
+	})
 
 	path := "/ping"
 	static := &elastiv1alpha1.ProxySpec{StaticResponses: []elastiv1alpha1.StaticResponse{{
@@ -67,6 +85,8 @@ func TestResolverRolloutAtScale(t *testing.T) {
 		}
 	})
 	t.Logf("%d Deployments at 0, Services and ElastiServices created in %s", rolloutAsleep, time.Since(start).Round(time.Second))
+	const awake = "awake"
+	e.Create(t, DemoAppDeployment(awakeNS, awake, 1), DemoAppHTTPService(awakeNS, awake))
 	Eventually(t, 5*time.Minute, time.Second, func(ctx context.Context) error {
 		_, n, err := proxySlicesIn(ctx, e, ns)
 		if err == nil && n < rolloutAsleep {
@@ -75,16 +95,35 @@ func TestResolverRolloutAtScale(t *testing.T) {
 		return err
 	})
 	t.Logf("all %d asleep behind the resolvers %s after the first create", rolloutAsleep, time.Since(start).Round(time.Second))
+	e.WaitReadyEndpoints(t, awakeNS, awake, 1, 2*time.Minute)
+	e.Create(t, e.ElastiServiceFor(awakeNS, awake, BusyQuery))
+	e.WaitAwake(t, awakeNS, awake, 2*time.Minute)
 
-	var ips []string
+	type target struct{ url, want string }
+	var targets []target
 	for i := range 20 {
 		var svc corev1.Service
 		if err := e.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: scaleName(i)}, &svc); err != nil {
 			t.Fatal(err)
 		}
-		ips = append(ips, svc.Spec.ClusterIP)
+		targets = append(targets, target{strings.TrimSuffix(httpURL(svc.Spec.ClusterIP, DemoHTTPPort), "/") + path, "asleep"})
 	}
-	old, err := e.Pods(ctx, ElastiNamespace, map[string]string{contract.LabelComponent: contract.ComponentResolver})
+	var svc corev1.Service
+	if err := e.Client.Get(ctx, client.ObjectKey{Namespace: awakeNS, Name: awake}, &svc); err != nil {
+		t.Fatal(err)
+	}
+	targets = append(targets, target{httpURL(svc.Spec.ClusterIP, DemoHTTPPort), "hello from " + awake + "-"})
+	// Every target answers before the traffic starts: kube-proxy programs
+	// the awake service's new endpoint a moment after it is ready.
+	Eventually(t, time.Minute, 250*time.Millisecond, func(ctx context.Context) error {
+		for _, tg := range targets {
+			if err := getPrefix(e.HTTPClient(), tg.url, tg.want); err != nil {
+				return fmt.Errorf("%s: %w", tg.url, err)
+			}
+		}
+		return nil
+	})
+	old, err := e.Pods(ctx, rel.ns, map[string]string{contract.LabelComponent: contract.ComponentResolver})
 	if err != nil || len(old) == 0 {
 		t.Fatalf("resolver pods: %d, %v", len(old), err)
 	}
@@ -94,17 +133,17 @@ func TestResolverRolloutAtScale(t *testing.T) {
 	var mu sync.Mutex
 	var failures []failure
 	var wg sync.WaitGroup
-	for i, ip := range ips {
+	for i, tg := range targets {
 		c := &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{DialContext: e.Dialer.DialContext, DisableKeepAlives: i%2 == 0}}
 		wg.Go(func() {
 			tick := time.NewTicker(100 * time.Millisecond)
 			defer tick.Stop()
 			for {
 				sent.Add(1)
-				if err := getStatic(c, strings.TrimSuffix(httpURL(ip, DemoHTTPPort), "/")+path); err != nil {
+				if err := getPrefix(c, tg.url, tg.want); err != nil {
 					failed.Add(1)
 					mu.Lock()
-					failures = append(failures, failure{at: time.Now(), what: fmt.Sprintf("%s (keep-alive %v): %v", ip, i%2 == 1, err)})
+					failures = append(failures, failure{at: time.Now(), what: fmt.Sprintf("%s (keep-alive %v): %v", tg.url, i%2 == 1, err)})
 					mu.Unlock()
 				}
 				select {
@@ -119,32 +158,11 @@ func TestResolverRolloutAtScale(t *testing.T) {
 	time.Sleep(2 * time.Second) // traffic before the rollout too
 	restartAt := time.Now()
 	patch := fmt.Sprintf(`{"spec":{"template":{"metadata":{"annotations":{"kubectl.kubernetes.io/restartedAt":%q}}}}}`, restartAt.Format(time.RFC3339))
-	d := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: ElastiNamespace, Name: ResolverDeployment}}
+	d := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: rel.ns, Name: rel.resolver()}}
 	if err := e.Client.Patch(ctx, d, client.RawPatch(types.MergePatchType, []byte(patch))); err != nil {
 		t.Fatal(err)
 	}
-	// Until every old pod is gone: its drain is over.
-	unlisted := map[string]time.Duration{}
-	Eventually(t, 5*time.Minute, 250*time.Millisecond, func(ctx context.Context) error {
-		listing, _, err := proxySlicesIn(ctx, e, ns)
-		if err != nil {
-			return err
-		}
-		var left []string
-		for _, p := range old {
-			if _, done := unlisted[p.Name]; !done && listing[p.Name] == 0 {
-				unlisted[p.Name] = time.Since(restartAt)
-			}
-			var pod corev1.Pod
-			if err := e.Client.Get(ctx, client.ObjectKeyFromObject(&p), &pod); err == nil && pod.UID == p.UID {
-				left = append(left, p.Name)
-			}
-		}
-		if len(left) > 0 {
-			return fmt.Errorf("old resolver pods still running: %v", left)
-		}
-		return e.WaitRolledOut(ctx, ElastiNamespace, ResolverDeployment)
-	})
+	unlisted := waitResolversReplaced(t, e, rel, ns, old, restartAt)
 	t.Logf("rollout done and the old resolvers gone %s after the restart; no proxy slice listed each old pod at the test's first look after: %v",
 		time.Since(restartAt).Round(100*time.Millisecond), unlisted)
 	time.Sleep(2 * time.Second) // traffic after the rollout too
@@ -158,21 +176,23 @@ func TestResolverRolloutAtScale(t *testing.T) {
 	// restarts it in place. Requests may fail from the kill until
 	// kube-proxy has applied the pass (crashSlack after the test sees the
 	// last slice without it), and not after.
-	victim := crashResolver(t, e, ns)
+	victim := crashResolver(t, e, rel.ns, ns)
 	time.Sleep(2 * time.Second) // traffic once it is back, too
 
-	// The operator's leader restarted, traffic still on.
-	opRestart := restartOperatorLeader(t, e, ns)
+	// The operator's leader restarted, then the upgrade, traffic still on.
+	opRestart := restartOperatorLeader(t, e, rel.ns, ns)
+	upgradeAtScale(t, e, rel, ns)
+	time.Sleep(2 * time.Second) // traffic after the upgrade too
 	close(stop)
 	wg.Wait()
 
-	t.Logf("%d requests to 20 of the %d asleep during the rollout, the crash and the operator's restart, %d failed", sent.Load(), rolloutAsleep, failed.Load())
+	t.Logf("%d requests to 20 of the %d asleep and to one awake service during the rollout, the crash, the operator's restart and the upgrade, %d failed", sent.Load(), rolloutAsleep, failed.Load())
 	for i, f := range failures {
 		switch {
 		case i < rolloutFailures:
 			t.Errorf("failed during the rollout: %s %s", f.at.Format("15:04:05.000"), f.what)
 		case !f.at.Before(opRestart):
-			t.Errorf("failed during the operator's restart: %s %s", f.at.Format("15:04:05.000"), f.what)
+			t.Errorf("failed during the operator's restart or the upgrade: %s %s", f.at.Format("15:04:05.000"), f.what)
 		case f.at.Before(victim.killed) || f.at.After(victim.unlisted.Add(crashSlack)):
 			t.Errorf("failed outside the crash's bound (killed %s, out of every slice %s): %s %s",
 				victim.killed.Format("15:04:05.000"), victim.unlisted.Format("15:04:05.000"), f.at.Format("15:04:05.000"), f.what)
@@ -185,50 +205,233 @@ func TestResolverRolloutAtScale(t *testing.T) {
 	}
 	for _, d := range ds.Items {
 		if n := ptr.Deref(d.Spec.Replicas, 1); n != 0 {
-			t.Errorf("%s at %d replicas: a static response, the rollout, the crash or the operator's restart woke it", d.Name, n)
+			t.Errorf("%s at %d replicas: a static response, the rollout, the crash, the operator's restart or the upgrade woke it", d.Name, n)
 		}
+	}
+	var aw appsv1.Deployment
+	if err := e.Client.Get(ctx, client.ObjectKey{Namespace: awakeNS, Name: awake}, &aw); err != nil {
+		t.Fatal(err)
+	} else if n := ptr.Deref(aw.Spec.Replicas, 1); n != 1 {
+		t.Errorf("the awake service, busy and sent requests throughout, is at %d replicas, want 1", n)
 	}
 }
 
-// restartOperatorLeader deletes the operator's leader pod (as a node drain
-// or an eviction would) and waits until another operator pod holds the
-// Lease and has reconciled every ElastiService in ns, its queue empty. It
-// wants nothing written meanwhile: the resource versions of the
+// helmRelease is a release of the chart the test installed.
+type helmRelease struct {
+	h      *helmCLI
+	name   string
+	ns     string
+	values string // the values file, for the install and the upgrade
+}
+
+func (r *helmRelease) operator() string { return r.name + "-operator" }
+func (r *helmRelease) resolver() string { return r.name + "-resolver" }
+
+// installPreviousRelease sets the shared operator aside and installs the
+// chart as it was before its last change (previousChart) into a namespace
+// of its own, watching the given namespaces, with this commit's images (the
+// previous commit's are not built) and values close to the shared
+// install's: triggers polled every second, the local Prometheus. The
+// resolvers keep the chart's drain and probe settings. The release is
+// uninstalled at cleanup.
+func installPreviousRelease(t *testing.T, e *Env, watch ...string) *helmRelease {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
+	defer cancel()
+	chart, rev := previousChart(t, e.Cluster.RepoRoot)
+	if out, err := exec.Command("git", "-C", e.Cluster.RepoRoot, "diff", "--stat", rev, "--", "charts/elasti").Output(); err == nil {
+		t.Logf("the chart from %s to this checkout:\n%s", rev, out)
+	}
+	relNS := e.NewNamespace(t)
+	rel := &helmRelease{
+		h:      &helmCLI{bin: buildHelm(t, e.Cluster.RepoRoot), kubeconfig: e.Cluster.Kubeconfig(), home: t.TempDir(), dir: e.Cluster.RepoRoot},
+		name:   "elasti-" + strings.TrimPrefix(relNS, "e2e-"),
+		ns:     relNS,
+		values: filepath.Join(t.TempDir(), "values.yaml"),
+	}
+	values := fmt.Sprintf(`operator:
+  image: {repository: elasti/operator, tag: dev, pullPolicy: IfNotPresent}
+  pollingInterval: 1s
+  gracePeriod: 2s
+resolver:
+  image: {repository: elasti/resolver, tag: dev, pullPolicy: IfNotPresent}
+prometheusAddress: %q
+watchNamespaces: [%s]
+`, e.Cluster.PrometheusURL(), strings.Join(watch, ", "))
+	if err := os.WriteFile(rel.values, []byte(values), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	setSharedOperatorAside(ctx, t, e)
+	t.Cleanup(func() {
+		if out, err := rel.h.run(context.Background(), "uninstall", rel.name, "--namespace", rel.ns, "--wait", "--timeout", "2m"); err != nil {
+			t.Errorf("helm uninstall %s: %v\n%s", rel.name, err, out)
+		}
+	})
+	start := time.Now()
+	if out, err := rel.h.run(ctx, "install", rel.name, chart, "--namespace", rel.ns, "-f", rel.values, "--timeout", "4m"); err != nil {
+		t.Fatalf("helm install %s (the chart at %s): %v\n%s", rel.name, rev, err, out)
+	}
+	if err := e.WaitRolledOut(ctx, rel.ns, rel.operator(), rel.resolver()); err != nil {
+		t.Fatalf("release %s did not become ready: %v", rel.name, err)
+	}
+	t.Logf("release %s of the chart at %s ready %s after helm install started", rel.name, rev, time.Since(start).Round(100*time.Millisecond))
+	return rel
+}
+
+// waitResolversReplaced waits until every pod in old is gone (its drain
+// over) and the release's resolver Deployment is rolled out. It returns,
+// for each old pod, how long after since the test first saw no proxy slice
+// in ns list it.
+func waitResolversReplaced(t *testing.T, e *Env, rel *helmRelease, ns string, old []corev1.Pod, since time.Time) map[string]time.Duration {
+	t.Helper()
+	unlisted := map[string]time.Duration{}
+	Eventually(t, 5*time.Minute, 250*time.Millisecond, func(ctx context.Context) error {
+		listing, _, err := proxySlicesIn(ctx, e, ns)
+		if err != nil {
+			return err
+		}
+		var left []string
+		for _, p := range old {
+			if _, done := unlisted[p.Name]; !done && listing[p.Name] == 0 {
+				unlisted[p.Name] = time.Since(since)
+			}
+			var pod corev1.Pod
+			if err := e.Client.Get(ctx, client.ObjectKeyFromObject(&p), &pod); err == nil && pod.UID == p.UID {
+				left = append(left, p.Name)
+			}
+		}
+		if len(left) > 0 {
+			return fmt.Errorf("old resolver pods still running: %v", left)
+		}
+		return e.WaitRolledOut(ctx, rel.ns, rel.resolver())
+	})
+	return unlisted
+}
+
+// restartOperatorLeader deletes the leader pod of the operator in opNS (as
+// a node drain or an eviction would) and waits until another operator pod
+// holds the Lease and has reconciled every ElastiService in ns, its queue
+// empty. It wants nothing written meanwhile: the resource versions of the
 // ElastiServices, their Deployments and the proxy slices in ns are the
 // same after as before (issue 43: no write for an ElastiService that did
 // not change, nothing woken). It returns when the pod was deleted.
-func restartOperatorLeader(t *testing.T, e *Env, ns string) time.Time {
+func restartOperatorLeader(t *testing.T, e *Env, opNS, ns string) time.Time {
 	t.Helper()
 	ctx := context.Background()
-	var before map[string]string
-	Eventually(t, time.Minute, time.Second, func(ctx context.Context) error {
-		a, err := versionsIn(ctx, e, ns)
-		if err != nil {
-			return err
-		}
-		time.Sleep(5 * time.Second)
-		b, err := versionsIn(ctx, e, ns)
-		if err != nil {
-			return err
-		}
-		if d := changedVersions(a, b); len(d) > 0 {
-			return fmt.Errorf("still settling: %d objects changed in 5 s, e.g. %v", len(d), d[:min(len(d), 5)])
-		}
-		before = b
-		return nil
-	})
-
-	old, err := e.OperatorLeader(ctx)
+	before := settledVersions(t, e, ns)
+	old, err := e.OperatorLeaderIn(ctx, opNS)
 	if err != nil {
 		t.Fatal(err)
 	}
 	deleted := time.Now()
-	if err := e.Client.Delete(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ElastiNamespace, Name: old}}); err != nil {
+	if err := e.Client.Delete(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: opNS, Name: old}}); err != nil {
 		t.Fatal(err)
 	}
+	now := waitNewLeaderCaughtUp(t, e, opNS, old)
+	t.Logf("operator leader %s deleted; %s leads and has reconciled all %d %s after", old, now, rolloutAsleep, time.Since(deleted).Round(100*time.Millisecond))
+	time.Sleep(5 * time.Second) // what the reconciles might still write
+	after, err := e.VersionsIn(ctx, ns)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := ChangedVersions(before, after); len(d) > 0 {
+		t.Errorf("%d of %d objects written across the operator's restart, want none; e.g. %v", len(d), len(before), d[:min(len(d), 10)])
+	} else {
+		t.Logf("none of the %d ElastiServices, Deployments and proxy slices was written across the operator's restart", len(before))
+	}
+	return deleted
+}
+
+// upgradeAtScale upgrades rel to this checkout's chart, the way
+// docs/configuration.md ("Upgrading") says: the CRD with `kubectl apply
+// --server-side --force-conflicts`, then `helm upgrade` with the install's
+// values. The images stay the same, so the upgrade also sets a pod
+// annotation on the operator and the resolvers, which rolls both as a new
+// image would. It waits until the old resolvers are gone and a new
+// operator leader has reconciled every ElastiService in ns, and wants no
+// ElastiService or Deployment in ns written; the proxy slices are
+// rewritten with the new resolvers, and it logs how many.
+func upgradeAtScale(t *testing.T, e *Env, rel *helmRelease, ns string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
+	defer cancel()
+	before := settledVersions(t, e, ns)
+	oldLeader, err := e.OperatorLeaderIn(ctx, rel.ns)
+	if err != nil {
+		t.Fatal(err)
+	}
+	oldResolvers, err := e.Pods(ctx, rel.ns, map[string]string{contract.LabelComponent: contract.ComponentResolver})
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	out, err := e.Cluster.Kubectl(ctx, "", "apply", "--server-side", "--force-conflicts", "-f", filepath.Join(e.Cluster.RepoRoot, "charts", "elasti", "crds"))
+	if err != nil {
+		t.Fatalf("apply the chart's CRD: %v\n%s", err, out)
+	}
+	t.Logf("the chart's CRD: %s", strings.TrimSpace(out))
+	roll := fmt.Sprint(start.Unix())
+	out, err = rel.h.run(ctx, "upgrade", rel.name, filepath.Join("charts", "elasti"), "--namespace", rel.ns, "-f", rel.values,
+		"--set-string", "operator.podAnnotations.e2e-upgrade="+roll+",resolver.podAnnotations.e2e-upgrade="+roll,
+		"--wait", "--timeout", "5m")
+	if err != nil {
+		t.Fatalf("helm upgrade %s: %v\n%s", rel.name, err, out)
+	}
+	t.Logf("helm upgrade %s done %s after the CRD's apply", rel.name, time.Since(start).Round(100*time.Millisecond))
+	waitResolversReplaced(t, e, rel, ns, oldResolvers, start)
+	now := waitNewLeaderCaughtUp(t, e, rel.ns, oldLeader)
+	t.Logf("upgraded: old resolvers gone, new leader %s has reconciled all %d, %s after the start", now, rolloutAsleep, time.Since(start).Round(100*time.Millisecond))
+	time.Sleep(5 * time.Second) // what the reconciles might still write
+	after, err := e.VersionsIn(ctx, ns)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var written, slices []string
+	for _, k := range ChangedVersions(before, after) {
+		if strings.HasPrefix(k, "EndpointSlice/") {
+			slices = append(slices, k)
+		} else {
+			written = append(written, k)
+		}
+	}
+	if len(written) > 0 {
+		t.Errorf("%d ElastiServices or Deployments written across the upgrade, want none; e.g. %v", len(written), written[:min(len(written), 10)])
+	}
+	t.Logf("across the upgrade: %d ElastiServices and Deployments written, %d of %d proxy slices rewritten with the new resolvers", len(written), len(slices), rolloutAsleep)
+}
+
+// settledVersions waits until nothing in ns has been written for 5 s and
+// returns the versions (Env.VersionsIn).
+func settledVersions(t *testing.T, e *Env, ns string) map[string]string {
+	t.Helper()
+	var settled map[string]string
+	Eventually(t, time.Minute, time.Second, func(ctx context.Context) error {
+		a, err := e.VersionsIn(ctx, ns)
+		if err != nil {
+			return err
+		}
+		time.Sleep(5 * time.Second)
+		b, err := e.VersionsIn(ctx, ns)
+		if err != nil {
+			return err
+		}
+		if d := ChangedVersions(a, b); len(d) > 0 {
+			return fmt.Errorf("still settling: %d objects changed in 5 s, e.g. %v", len(d), d[:min(len(d), 5)])
+		}
+		settled = b
+		return nil
+	})
+	return settled
+}
+
+// waitNewLeaderCaughtUp waits until an operator pod in opNS other than old
+// holds the Lease and has reconciled at least rolloutAsleep ElastiServices,
+// its queue empty, and returns its name.
+func waitNewLeaderCaughtUp(t *testing.T, e *Env, opNS, old string) string {
+	t.Helper()
 	var now string
 	Eventually(t, 3*time.Minute, time.Second, func(ctx context.Context) error {
-		leader, err := e.OperatorLeader(ctx)
+		leader, err := e.OperatorLeaderIn(ctx, opNS)
 		if err != nil {
 			return err
 		}
@@ -237,78 +440,21 @@ func restartOperatorLeader(t *testing.T, e *Env, ns string) time.Time {
 			return fmt.Errorf("the Lease is still held by %q", now)
 		}
 		var pod corev1.Pod
-		if err := e.Client.Get(ctx, client.ObjectKey{Namespace: ElastiNamespace, Name: now}, &pod); err != nil {
+		if err := e.Client.Get(ctx, client.ObjectKey{Namespace: opNS, Name: now}, &pod); err != nil {
 			return err
 		}
 		m, err := e.PodMetrics(ctx, &pod, "8080")
 		if err != nil {
 			return err
 		}
-		reconciled := sumFamilyWhere(m["controller_runtime_reconcile_total"], "controller", "elastiservice")
-		depth := sumFamilyWhere(m["workqueue_depth"], "name", "elastiservice")
+		reconciled := SumFamilyWhere(m["controller_runtime_reconcile_total"], "controller", "elastiservice")
+		depth := SumFamilyWhere(m["workqueue_depth"], "name", "elastiservice")
 		if reconciled < rolloutAsleep || depth > 0 {
 			return fmt.Errorf("the new leader %s has reconciled %v times, %v queued", now, reconciled, depth)
 		}
 		return nil
 	})
-	t.Logf("operator leader %s deleted; %s leads and has reconciled all %d %s after", old, now, rolloutAsleep, time.Since(deleted).Round(100*time.Millisecond))
-	time.Sleep(5 * time.Second) // what the reconciles might still write
-	after, err := versionsIn(ctx, e, ns)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if d := changedVersions(before, after); len(d) > 0 {
-		t.Errorf("%d of %d objects written across the operator's restart, want none; e.g. %v", len(d), len(before), d[:min(len(d), 10)])
-	} else {
-		t.Logf("none of the %d ElastiServices, Deployments and proxy slices was written across the operator's restart", len(before))
-	}
-	return deleted
-}
-
-// versionsIn maps each ElastiService, Deployment and proxy slice in ns
-// ("kind/name") to its resource version.
-func versionsIn(ctx context.Context, e *Env, ns string) (map[string]string, error) {
-	out := map[string]string{}
-	var ess elastiv1alpha1.ElastiServiceList
-	if err := e.Client.List(ctx, &ess, client.InNamespace(ns)); err != nil {
-		return nil, err
-	}
-	for _, o := range ess.Items {
-		out["ElastiService/"+o.Name] = o.ResourceVersion
-	}
-	var ds appsv1.DeploymentList
-	if err := e.Client.List(ctx, &ds, client.InNamespace(ns)); err != nil {
-		return nil, err
-	}
-	for _, o := range ds.Items {
-		out["Deployment/"+o.Name] = o.ResourceVersion
-	}
-	proxy, err := e.Clientset.DiscoveryV1().EndpointSlices(ns).List(ctx, metav1.ListOptions{LabelSelector: contract.LabelManagedBy + "=" + contract.ManagedBy})
-	if err != nil {
-		return nil, err
-	}
-	for _, o := range proxy.Items {
-		out["EndpointSlice/"+o.Name] = o.ResourceVersion
-	}
-	return out, nil
-}
-
-// changedVersions lists the keys whose version differs, or that only one
-// of a and b has, sorted.
-func changedVersions(a, b map[string]string) []string {
-	var out []string
-	for k, v := range a {
-		if b[k] != v {
-			out = append(out, k)
-		}
-	}
-	for k := range b {
-		if _, ok := a[k]; !ok {
-			out = append(out, k)
-		}
-	}
-	slices.Sort(out)
-	return out
+	return now
 }
 
 // crashSlack is how long after the proxy slices stop listing a crashed
@@ -333,18 +479,18 @@ type crashedResolver struct {
 	killed, unlisted time.Time
 }
 
-// crashResolver SIGKILLs one ready resolver's process, waits until no proxy
-// slice in ns lists it or it is restarted and Ready again (within
-// crashBound), then until it is in every slice again.
-func crashResolver(t *testing.T, e *Env, ns string) crashedResolver {
+// crashResolver SIGKILLs the process of one ready resolver in resolverNS,
+// waits until no proxy slice in ns lists it or it is restarted and Ready
+// again (within crashBound), then until it is in every slice again.
+func crashResolver(t *testing.T, e *Env, resolverNS, ns string) crashedResolver {
 	t.Helper()
 	ctx := context.Background()
-	pods, err := e.Pods(ctx, ElastiNamespace, map[string]string{contract.LabelComponent: contract.ComponentResolver})
+	pods, err := e.Pods(ctx, resolverNS, map[string]string{contract.LabelComponent: contract.ComponentResolver})
 	if err != nil || len(pods) < 2 {
 		t.Fatalf("resolver pods: %d, %v (the crash needs two)", len(pods), err)
 	}
 	victim := pods[0]
-	restarts := restartCount(&victim)
+	restarts := RestartCount(&victim)
 	var c crashedResolver
 	c.killed = time.Now()
 	if err := KillContainer(&victim); err != nil {
@@ -368,7 +514,7 @@ func crashResolver(t *testing.T, e *Env, ns string) crashedResolver {
 		if err := e.Client.Get(ctx, client.ObjectKeyFromObject(&victim), &pod); err != nil {
 			return err
 		}
-		if restartCount(&pod) > restarts && podReady(&pod) {
+		if RestartCount(&pod) > restarts && PodReady(&pod) {
 			how = fmt.Sprintf("it was restarted and Ready again while %d proxy slices still listed it", listing[victim.Name])
 			return nil
 		}
@@ -388,22 +534,6 @@ func crashResolver(t *testing.T, e *Env, ns string) crashedResolver {
 	})
 	t.Logf("the killed resolver restarted and is in every proxy slice again %s after the kill", time.Since(c.killed).Round(100*time.Millisecond))
 	return c
-}
-
-func restartCount(p *corev1.Pod) int32 {
-	if len(p.Status.ContainerStatuses) == 0 {
-		return 0
-	}
-	return p.Status.ContainerStatuses[0].RestartCount
-}
-
-func podReady(p *corev1.Pod) bool {
-	for _, c := range p.Status.Conditions {
-		if c.Type == corev1.PodReady {
-			return c.Status == corev1.ConditionTrue
-		}
-	}
-	return false
 }
 
 func scaleName(i int) string { return fmt.Sprintf("app-%04d", i) }
@@ -467,8 +597,8 @@ func proxySlicesIn(ctx context.Context, e *Env, ns string) (byPod map[string]int
 	return byPod, ready, nil
 }
 
-// getStatic GETs url and wants the static response.
-func getStatic(c *http.Client, url string) error {
+// getPrefix GETs url and wants 200 OK and a body that starts with want.
+func getPrefix(c *http.Client, url, want string) error {
 	resp, err := c.Get(url)
 	if err != nil {
 		return err
@@ -478,7 +608,7 @@ func getStatic(c *http.Client, url string) error {
 	if err != nil {
 		return err
 	}
-	if resp.StatusCode != http.StatusOK || strings.TrimSpace(string(b)) != "asleep" {
+	if resp.StatusCode != http.StatusOK || !strings.HasPrefix(string(b), want) {
 		return fmt.Errorf("%d %q", resp.StatusCode, b)
 	}
 	return nil

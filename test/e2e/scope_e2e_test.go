@@ -9,10 +9,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
 // TestTwoNamespacedInstallsSideBySide: two Helm installs, each watching
@@ -69,32 +65,7 @@ func TestTwoNamespacedInstallsSideBySide(t *testing.T) {
 		}
 	}
 
-	// Take the cluster-wide install out of the way (see above).
-	t.Cleanup(func() { e.ReapplyElasti(t) })
-	e.Scale(t, ElastiNamespace, OperatorDeployment, 0)
-	Eventually(t, 2*time.Minute, 500*time.Millisecond, func(ctx context.Context) error {
-		pods, err := e.Pods(ctx, ElastiNamespace, map[string]string{"app.kubernetes.io/component": "operator"})
-		if err != nil {
-			return err
-		}
-		if len(pods) > 0 {
-			return fmt.Errorf("%d operator pods of the kustomize install remain", len(pods))
-		}
-		return nil
-	})
-	for _, name := range []string{"elasti-webhook"} {
-		vwc := &admissionregistrationv1.ValidatingWebhookConfiguration{ObjectMeta: metav1.ObjectMeta{Name: name}}
-		if err := e.Client.Delete(ctx, vwc); err != nil && !apierrors.IsNotFound(err) {
-			t.Fatalf("delete the kustomize install's webhook configuration: %v", err)
-		}
-	}
-	// The cluster-wide install's status-writers policy applies in every
-	// namespace and lets only its own operator write status; each Helm
-	// install's policy applies in its watched namespaces only.
-	binding := &admissionregistrationv1.ValidatingAdmissionPolicyBinding{ObjectMeta: metav1.ObjectMeta{Name: "elasti-status-writers"}}
-	if err := e.Client.Delete(ctx, binding); err != nil && !apierrors.IsNotFound(err) {
-		t.Fatalf("delete the kustomize install's status-writers binding: %v", err)
-	}
+	setSharedOperatorAside(ctx, t, e) // see above
 
 	const app = "demoapp"
 	for _, in := range installs {
