@@ -6,8 +6,11 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/signal"
 	"path/filepath"
 	"strings"
+	"sync"
+	"syscall"
 	"time"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
@@ -107,6 +110,7 @@ func Start(opts Options) (*Env, error) {
 		return nil, fmt.Errorf("start kube-apiserver and etcd from %s: %w", assets, err)
 	}
 	e := &Env{Config: cfg, Scheme: s, Root: root, env: env}
+	stopOnSignal(e)
 	if e.Client, err = client.New(cfg, client.Options{Scheme: s}); err != nil {
 		_ = env.Stop()
 		return nil, fmt.Errorf("build client: %w", err)
@@ -187,7 +191,49 @@ func (e *Env) waitForPolicies() error {
 }
 
 // Stop stops the control plane.
-func (e *Env) Stop() error { return e.env.Stop() }
+func (e *Env) Stop() error {
+	running.Lock()
+	delete(running.envs, e)
+	running.Unlock()
+	return e.env.Stop()
+}
+
+// running is every control plane this process started and has not
+// stopped yet.
+var running struct {
+	sync.Mutex
+	envs   map[*Env]bool
+	signal sync.Once
+}
+
+// stopOnSignal makes SIGINT and SIGTERM stop e, and every other control
+// plane still running, before the process exits. envtest starts
+// kube-apiserver and etcd in process groups of their own, so a signal to
+// the test binary's group (make test stops the tiers beside a failed one
+// that way, hack/test.sh) does not reach them, and a test binary killed by
+// a signal runs no deferred Stop: they outlived the run.
+func stopOnSignal(e *Env) {
+	running.Lock()
+	defer running.Unlock()
+	if running.envs == nil {
+		running.envs = map[*Env]bool{}
+	}
+	running.envs[e] = true
+	running.signal.Do(func() {
+		sig := make(chan os.Signal, 1)
+		signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)
+		go func() {
+			got := <-sig
+			running.Lock()
+			for env := range running.envs {
+				_ = env.env.Stop()
+			}
+			running.Unlock()
+			fmt.Fprintf(os.Stderr, "integration: %v: stopped kube-apiserver and etcd\n", got)
+			os.Exit(2)
+		}()
+	})
+}
 
 // Banner is the line integration test binaries print so their output shows
 // what they ran against.
