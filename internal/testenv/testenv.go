@@ -112,22 +112,22 @@ func Start(opts Options) (*Env, error) {
 	e := &Env{Config: cfg, Scheme: s, Root: root, env: env}
 	stopOnSignal(e)
 	if e.Client, err = client.New(cfg, client.Options{Scheme: s}); err != nil {
-		_ = env.Stop()
+		_ = e.Stop()
 		return nil, fmt.Errorf("build client: %w", err)
 	}
 	dc, err := discovery.NewDiscoveryClientForConfig(cfg)
 	if err != nil {
-		_ = env.Stop()
+		_ = e.Stop()
 		return nil, fmt.Errorf("build discovery client: %w", err)
 	}
 	v, err := dc.ServerVersion()
 	if err != nil {
-		_ = env.Stop()
+		_ = e.Stop()
 		return nil, fmt.Errorf("read server version: %w", err)
 	}
 	e.Version = v.GitVersion
 	if err := e.report(); err != nil {
-		_ = env.Stop()
+		_ = e.Stop()
 		return nil, err
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -136,12 +136,12 @@ func Start(opts Options) (*Env, error) {
 	// server's policy informers see objects in the order they were written.
 	for _, policy := range []string{"status-writers.yaml", "trigger-threshold.yaml"} {
 		if err := e.Apply(ctx, filepath.Join(root, "config", "admission", policy)); err != nil {
-			_ = env.Stop()
+			_ = e.Stop()
 			return nil, err
 		}
 	}
 	if err := e.waitForPolicies(); err != nil {
-		_ = env.Stop()
+		_ = e.Stop()
 		return nil, err
 	}
 	return e, nil
