@@ -147,7 +147,12 @@ func readyCount(slices []discoveryv1.EndpointSlice) int {
 
 // waitReady waits until Service ns/svc has want ready endpoints of its own.
 func waitReady(ctx context.Context, ns, svc string, want int) error {
-	return e2e.Poll(ctx, 3*time.Minute, 100*time.Millisecond, func(ctx context.Context) error {
+	return waitReadyWithin(ctx, ns, svc, want, 3*time.Minute)
+}
+
+// waitReadyWithin is waitReady with a bound of its own.
+func waitReadyWithin(ctx context.Context, ns, svc string, want int, bound time.Duration) error {
+	return e2e.Poll(ctx, bound, 100*time.Millisecond, func(ctx context.Context) error {
 		n, err := ownReady(ctx, ns, svc)
 		if err != nil {
 			return err
