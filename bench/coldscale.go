@@ -88,10 +88,11 @@ func (b *bench) coldAtScale(ctx context.Context, metricsURL string) error {
 			return fmt.Errorf("create %s: %w", o.GetName(), err)
 		}
 	}
-	// 101 pods on a node that has just taken 9,000 creates: at 506c984
-	// slow-000 had no ready endpoint 3 minutes after its create (not found
-	// whether kube-controller-manager's backlog, at its default 20 requests
-	// a second, or the kubelet held it up), so they get 10 minutes.
+	// 101 pods on a node that has just taken 9,000 creates: in a run of
+	// 2026-12-04, slow-000 had no ready endpoint 3 minutes after its
+	// create (whether kube-controller-manager's backlog, at its default 20
+	// requests a second, or the kubelet held it up was not found), so they
+	// get 10 minutes.
 	for i := range slowApps {
 		if err := waitReadyWithin(ctx, nsSlow, fmt.Sprintf("slow-%03d", i), 1, 10*time.Minute); err != nil {
 			return err
