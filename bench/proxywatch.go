@@ -5,6 +5,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sync"
 
 	"github.com/go-logr/logr"
@@ -27,6 +28,8 @@ type proxyWatch struct {
 	mu      sync.Mutex
 	proxied map[string]bool // ElastiService name
 	ready   map[string]bool // proxy slice name
+	// pods is the resolver pods each proxy slice lists, by slice name.
+	pods map[string][]string
 }
 
 // watchProxy starts the watches, until ctx ends, and waits for their first
@@ -47,7 +50,7 @@ func watchProxy(ctx context.Context, ns string) (*proxyWatch, error) {
 	if err != nil {
 		return nil, fmt.Errorf("watch %s: %w", ns, err)
 	}
-	w := &proxyWatch{proxied: map[string]bool{}, ready: map[string]bool{}}
+	w := &proxyWatch{proxied: map[string]bool{}, ready: map[string]bool{}, pods: map[string][]string{}}
 	for _, f := range []struct {
 		obj client.Object
 		set map[string]bool
@@ -96,6 +99,26 @@ func watchProxy(ctx context.Context, ns string) (*proxyWatch, error) {
 			return nil, err
 		}
 	}
+	sliceInformer, err := c.GetInformer(ctx, &discoveryv1.EndpointSlice{})
+	if err != nil {
+		return nil, err
+	}
+	if _, err := sliceInformer.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
+		AddFunc:    w.setPods,
+		UpdateFunc: func(_, o any) { w.setPods(o) },
+		DeleteFunc: func(o any) {
+			if t, ok := o.(toolscache.DeletedFinalStateUnknown); ok {
+				o = t.Obj
+			}
+			if m, ok := o.(client.Object); ok {
+				w.mu.Lock()
+				delete(w.pods, m.GetName())
+				w.mu.Unlock()
+			}
+		},
+	}); err != nil {
+		return nil, err
+	}
 	go func() {
 		if err := c.Start(ctx); err != nil {
 			logf("watch %s: %v", ns, err)
@@ -113,4 +136,33 @@ func (w *proxyWatch) counts() (proxied, ready int) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return len(w.proxied), len(w.ready)
+}
+
+func (w *proxyWatch) setPods(o any) {
+	s, ok := o.(*discoveryv1.EndpointSlice)
+	if !ok {
+		return
+	}
+	var pods []string
+	for _, ep := range s.Endpoints {
+		if ep.TargetRef != nil {
+			pods = append(pods, ep.TargetRef.Name)
+		}
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.pods[s.Name] = pods
+}
+
+// listing returns how many proxy slices list the resolver pod.
+func (w *proxyWatch) listing(pod string) int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	n := 0
+	for _, pods := range w.pods {
+		if slices.Contains(pods, pod) {
+			n++
+		}
+	}
+	return n
 }

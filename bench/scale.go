@@ -131,7 +131,10 @@ func (b *bench) scale(ctx context.Context) error {
 		b.add(fig(secScale10k, "operator API reads in the steady minute, at 10,000 ÷ at 1,000", "×", []float64{steady10.operatorReads / steady1.operatorReads}, goalReadGrowth,
 			fmt.Sprintf("%.0f ÷ %.0f GET requests (elasti_operator_api_requests_total); a read rate that grew with the ElastiServices would be about 10×", steady10.operatorReads, steady1.operatorReads)))
 	}
-	return b.coldAtScale(ctx, metricsURL)
+	if err := b.coldAtScale(ctx, metricsURL); err != nil {
+		return err
+	}
+	return b.churnAtScale(ctx, watch)
 }
 
 // addRequestsPerES adds the operator's API requests per ElastiService of

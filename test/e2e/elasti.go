@@ -382,6 +382,23 @@ func (e *Env) LongHTTPClient() *http.Client {
 	return c
 }
 
+// GetPrefix GETs url and wants 200 OK and a body that starts with want.
+func GetPrefix(c *http.Client, url, want string) error {
+	resp, err := c.Get(url)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return err
+	}
+	if resp.StatusCode != http.StatusOK || !strings.HasPrefix(string(b), want) {
+		return fmt.Errorf("%d %q", resp.StatusCode, b)
+	}
+	return nil
+}
+
 // GetWith sends one GET with client and returns the body of a 200 answer; host,
 // when set, overrides the Host header.
 func GetWith(ctx context.Context, c *http.Client, url, host string) (string, error) {

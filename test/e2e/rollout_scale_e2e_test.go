@@ -5,7 +5,6 @@ package e2e
 import (
 	"context"
 	"fmt"
-	"io"
 	"net/http"
 	"os"
 	"os/exec"
@@ -117,7 +116,7 @@ func TestResolverRolloutAtScale(t *testing.T) {
 	// the awake service's new endpoint a moment after it is ready.
 	Eventually(t, time.Minute, 250*time.Millisecond, func(ctx context.Context) error {
 		for _, tg := range targets {
-			if err := getPrefix(e.HTTPClient(), tg.url, tg.want); err != nil {
+			if err := GetPrefix(e.HTTPClient(), tg.url, tg.want); err != nil {
 				return fmt.Errorf("%s: %w", tg.url, err)
 			}
 		}
@@ -140,7 +139,7 @@ func TestResolverRolloutAtScale(t *testing.T) {
 			defer tick.Stop()
 			for {
 				sent.Add(1)
-				if err := getPrefix(c, tg.url, tg.want); err != nil {
+				if err := GetPrefix(c, tg.url, tg.want); err != nil {
 					failed.Add(1)
 					mu.Lock()
 					failures = append(failures, failure{at: time.Now(), what: fmt.Sprintf("%s (keep-alive %v): %v", tg.url, i%2 == 1, err)})
@@ -595,21 +594,4 @@ func proxySlicesIn(ctx context.Context, e *Env, ns string) (byPod map[string]int
 		}
 	}
 	return byPod, ready, nil
-}
-
-// getPrefix GETs url and wants 200 OK and a body that starts with want.
-func getPrefix(c *http.Client, url, want string) error {
-	resp, err := c.Get(url)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil {
-		return err
-	}
-	if resp.StatusCode != http.StatusOK || !strings.HasPrefix(string(b), want) {
-		return fmt.Errorf("%d %q", resp.StatusCode, b)
-	}
-	return nil
 }
