@@ -450,16 +450,24 @@ func TestFrontDoorGatewayProtocols(t *testing.T) {
 	})
 }
 
-// TestFrontDoorWakingPage: a browser's page load through an Ingress while
-// the target is at zero gets the waking page (503 with Refresh, as the
-// resolver sends it; the front door passes it on), and the page loads that
-// follow get the woken app's answer. An API client's request sent meanwhile
-// is held and answered by the app, not given the page.
+// TestFrontDoorWakingPage: a page load through an Ingress while the target
+// is at zero gets the waking page (503 with Refresh, as the resolver sends
+// it; the front door passes it on), and the page loads that follow get the
+// woken app's answer.
+//   - A browser-like client polls through the front door from zero.
+//   - Headless Chromium, given the front door's address (relayed to
+//     loopback: it cannot use the test's dialer), opens the page while the
+//     target wakes, shows the waking page, and reloads itself through the
+//     front door into the app's answer.
+//   - An API client's request sent meanwhile is held and answered by the
+//     app, not given the page.
 func TestFrontDoorWakingPage(t *testing.T) {
 	e := Get(t)
 	startFrontDoor(t, e)
 	t.Parallel()
-	ns, _ := demoApp(t, e, withEnv("STARTUP_DELAY", "10s"))
+	// 20 s of boot, as in TestWakingPage: Chromium must find the page on a
+	// busy machine.
+	ns, _ := demoApp(t, e, withEnv("STARTUP_DELAY", "20s"))
 	e.Create(t, frontDoorIngress(ns))
 	url := e.frontDoorURL(ns)
 	answers(t, e, url, time.Minute)
@@ -467,56 +475,71 @@ func TestFrontDoorWakingPage(t *testing.T) {
 	es.Spec.Proxy = &elastiv1alpha1.ProxySpec{WakingPage: &elastiv1alpha1.WakingPage{RefreshSeconds: 1}}
 	e.Create(t, es)
 	e.WaitAsleep(t, ns, "demoapp", 2*time.Minute)
+	browser, navigations := startChromium(t)
 	e.SetQuery(t, ns, "demoapp", BusyQuery)
 
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
-	c := e.keepAliveClient(30 * time.Second)
-	pages := 0
-	var api error
-	apiDone := make(chan struct{})
-	err := Poll(ctx, 3*time.Minute, 250*time.Millisecond, func(pctx context.Context) error {
-		req, _ := http.NewRequestWithContext(pctx, http.MethodGet, url, nil)
-		req.Header.Set("Accept", browserAccept)
-		resp, err := c.Do(req)
-		if err != nil {
-			return err
-		}
-		defer resp.Body.Close()
-		body, _ := io.ReadAll(resp.Body)
-		switch {
-		case resp.StatusCode == http.StatusServiceUnavailable && resp.Header.Get("Refresh") == "1":
-			if pages++; pages == 1 {
-				// The wake has begun: an API client's request now, on the
-				// test's context (each poll's ends with the poll).
-				go func() {
-					defer close(apiDone)
-					body, err := GetWith(ctx, e.LongHTTPClient(), url, "")
-					if err == nil && !strings.HasPrefix(body, "hello from demoapp-") {
-						err = fmt.Errorf("body %q", body)
-					}
-					api = err
-				}()
+	var (
+		pages     int
+		pollErr   error
+		api       error
+		polling   sync.WaitGroup
+		firstPage = make(chan struct{})
+		apiDone   = make(chan struct{})
+	)
+	polling.Go(func() {
+		c := e.keepAliveClient(30 * time.Second)
+		pollErr = Poll(ctx, 3*time.Minute, 250*time.Millisecond, func(pctx context.Context) error {
+			req, _ := http.NewRequestWithContext(pctx, http.MethodGet, url, nil)
+			req.Header.Set("Accept", browserAccept)
+			resp, err := c.Do(req)
+			if err != nil {
+				return err
 			}
-			return errors.New("waking")
-		case resp.StatusCode == http.StatusOK && strings.HasPrefix(string(body), "hello from demoapp-"):
-			return nil
-		}
-		return fmt.Errorf("%s: %q", resp.Status, body)
+			defer resp.Body.Close()
+			body, _ := io.ReadAll(resp.Body)
+			switch {
+			case resp.StatusCode == http.StatusServiceUnavailable && resp.Header.Get("Refresh") == "1":
+				if pages++; pages == 1 {
+					close(firstPage)
+					// The wake has begun: an API client's request now, on
+					// the test's context (each poll's ends with the poll).
+					go func() {
+						defer close(apiDone)
+						body, err := GetWith(ctx, e.LongHTTPClient(), url, "")
+						if err == nil && !strings.HasPrefix(body, "hello from demoapp-") {
+							err = fmt.Errorf("body %q", body)
+						}
+						api = err
+					}()
+				}
+				return errors.New("waking")
+			case resp.StatusCode == http.StatusOK && strings.HasPrefix(string(body), "hello from demoapp-"):
+				return nil
+			}
+			return fmt.Errorf("%s: %q", resp.Status, body)
+		})
 	})
-	if err != nil {
-		t.Fatalf("page loads through the front door: %v (%d waking pages)", err, pages)
+	pageURL := "http://" + e.loopbackForward(t, e.Cluster.FrontDoorAddr().String()) + "/" + ns + "/"
+	select {
+	case <-firstPage:
+		browserOpensWakingPage(t, browser, pageURL, filepath.Join(artifactsDir(t), "front-door-waking-page.png"))
+	case <-ctx.Done():
+	}
+	polling.Wait()
+	if pollErr != nil {
+		t.Fatalf("page loads through the front door: %v (%d waking pages)", pollErr, pages)
 	}
 	if pages == 0 {
-		t.Error("no page load got the waking page: the front door did not pass it on, or the app was awake")
+		t.Fatal("no page load got the waking page: the front door did not pass it on, or the app was awake")
 	}
-	if pages > 0 {
-		<-apiDone
-		if api != nil {
-			t.Errorf("an API client's request during the wake: %v", api)
-		}
+	<-apiDone
+	if api != nil {
+		t.Errorf("an API client's request during the wake: %v", api)
 	}
 	t.Logf("%d waking pages through the front door, then the app's answer", pages)
+	browserReloadsIntoAnswer(ctx, t, browser, navigations, pageURL, filepath.Join(artifactsDir(t), "front-door-waking-page-answered.png"))
 }
 
 // ingressRateHPA is docs/hpa.md's set-up 3: an HPA at minReplicas 0 on the

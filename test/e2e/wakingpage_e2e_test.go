@@ -113,41 +113,16 @@ func (e *Env) loopbackForward(t testing.TB, addr string) string {
 //   - Serving again, the status shows no wake in progress.
 func TestWakingPage(t *testing.T) {
 	t.Parallel()
-	chromium := "/usr/bin/chromium"
-	if _, err := os.Stat(chromium); err != nil {
-		t.Fatalf("%s: %v (hack/install-deps.sh browser installs Debian's chromium)", chromium, err)
-	}
 	e := Get(t)
 	ns, ip := demoApp(t, e, withEnv("STARTUP_DELAY", "20s"))
 	es := e.ElastiServiceFor(ns, "demoapp", IdleQuery)
 	es.Spec.Proxy = &elastiv1alpha1.ProxySpec{WakingPage: &elastiv1alpha1.WakingPage{RefreshSeconds: 1}}
 	e.Create(t, es)
 	e.WaitAsleep(t, ns, "demoapp", 2*time.Minute)
-	// Chromium starts before the wake (Listen opens its tab): on a machine
-	// busy with other tests its start can take longer than the app's boot,
-	// and it must find the waking page.
-	opts := append(chromedp.DefaultExecAllocatorOptions[:],
-		chromedp.ExecPath(chromium), chromedp.NoSandbox, chromedp.DisableGPU,
-		chromedp.UserDataDir(t.TempDir()), chromedp.WindowSize(1024, 640),
-		// This machine's network is closed: no connections of Chromium's own.
-		chromedp.Flag("disable-component-update", true),
-		chromedp.Flag("disable-sync", true),
-		chromedp.Flag("disable-quic", true),
-	)
-	alloc, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
-	defer cancelAlloc()
-	// No timeout on the browser's context: it would end the browser. Each
-	// step below has its own.
-	browser, cancelBrowser := chromedp.NewContext(alloc)
-	defer cancelBrowser()
-	var navigations atomic.Int32
-	if err := chromedp.Listen(browser, func(ev any) {
-		if f, ok := ev.(*page.EventFrameNavigated); ok && f.Frame.ParentID == "" {
-			navigations.Add(1)
-		}
-	}); err != nil {
-		t.Fatalf("start Chromium: %v", err)
-	}
+	// Chromium starts before the wake: on a machine busy with other tests
+	// its start can take longer than the app's boot, and it must find the
+	// waking page.
+	browser, navigations := startChromium(t)
 	e.SetQuery(t, ns, "demoapp", BusyQuery)
 	url := httpURL(ip, DemoHTTPPort)
 	dir := artifactsDir(t)
@@ -195,29 +170,7 @@ func TestWakingPage(t *testing.T) {
 	case <-ctx.Done():
 		t.Fatalf("the browser-like poller got no page: %v", ctx.Err())
 	}
-	step, cancelStep := context.WithTimeout(browser, time.Minute)
-	defer cancelStep()
-	if err := chromedp.Do(step, chromedp.Navigate(pageURL), chromedp.WaitVisible(chromedp.CSS("#elasti-phase"))); err != nil {
-		t.Fatalf("Chromium on the sleeping Service: %v", err)
-	}
-	attr, err := chromedp.Run(step, chromedp.AttributeValue(chromedp.CSS("#elasti-phase"), "data-phase"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	phase := attr.Value
-	shown, err := chromedp.Run(step, chromedp.Text(chromedp.CSS("body")))
-	if err != nil {
-		t.Fatal(err)
-	}
-	shot, err := chromedp.Run(step, chromedp.CaptureScreenshot())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !slices.Contains(wakePhases, elastiv1alpha1.WakePhase(phase)) {
-		t.Errorf("the waking page shows phase %q, not one of %v", phase, wakePhases)
-	}
-	writeScreenshot(t, filepath.Join(dir, "waking-page.png"), shot)
-	t.Logf("Chromium shows the waking page in phase %s: %q", phase, strings.Join(strings.Fields(shown), " "))
+	browserOpensWakingPage(t, browser, pageURL, filepath.Join(dir, "waking-page.png"))
 
 	// And an API client, which must be held, not given the page.
 	apiReq, _ := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
@@ -262,8 +215,89 @@ func TestWakingPage(t *testing.T) {
 		}
 	}
 
-	// The browser, left alone, has reloaded into the app's answer.
-	err = Poll(ctx, 2*time.Minute, 500*time.Millisecond, func(context.Context) error {
+	browserReloadsIntoAnswer(ctx, t, browser, navigations, pageURL, filepath.Join(dir, "waking-page-answered.png"))
+	// Serving on its own, the ElastiService shows no wake in progress.
+	Eventually(t, time.Minute, 250*time.Millisecond, func(ctx context.Context) error {
+		es, err := e.GetElastiService(ctx, ns, "demoapp")
+		if err != nil {
+			return err
+		}
+		if es.Status.Mode != elastiv1alpha1.ModeServe || es.Status.WakeProgress != nil {
+			return fmt.Errorf("mode %s, wakeProgress %+v; want serve and none", es.Status.Mode, es.Status.WakeProgress)
+		}
+		return nil
+	})
+}
+
+// startChromium starts headless Chromium with one tab open, and counts the
+// tab's page navigations. The browser ends with the test.
+func startChromium(t *testing.T) (context.Context, *atomic.Int32) {
+	t.Helper()
+	chromium := "/usr/bin/chromium"
+	if _, err := os.Stat(chromium); err != nil {
+		t.Fatalf("%s: %v (hack/install-deps.sh browser installs Debian's chromium)", chromium, err)
+	}
+	opts := append(chromedp.DefaultExecAllocatorOptions[:],
+		chromedp.ExecPath(chromium), chromedp.NoSandbox, chromedp.DisableGPU,
+		chromedp.UserDataDir(t.TempDir()), chromedp.WindowSize(1024, 640),
+		// This machine's network is closed: no connections of Chromium's own.
+		chromedp.Flag("disable-component-update", true),
+		chromedp.Flag("disable-sync", true),
+		chromedp.Flag("disable-quic", true),
+	)
+	alloc, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
+	t.Cleanup(cancelAlloc)
+	// No timeout on the browser's context: it would end the browser. Each
+	// step has its own.
+	browser, cancelBrowser := chromedp.NewContext(alloc)
+	t.Cleanup(cancelBrowser)
+	navigations := new(atomic.Int32)
+	// Listen starts Chromium and opens its tab.
+	if err := chromedp.Listen(browser, func(ev any) {
+		if f, ok := ev.(*page.EventFrameNavigated); ok && f.Frame.ParentID == "" {
+			navigations.Add(1)
+		}
+	}); err != nil {
+		t.Fatalf("start Chromium: %v", err)
+	}
+	return browser, navigations
+}
+
+// browserOpensWakingPage has the browser open pageURL, checks that it shows
+// the waking page in one of the wake's phases, and writes a screenshot of it
+// to shotPath.
+func browserOpensWakingPage(t *testing.T, browser context.Context, pageURL, shotPath string) {
+	t.Helper()
+	step, cancel := context.WithTimeout(browser, time.Minute)
+	defer cancel()
+	if err := chromedp.Do(step, chromedp.Navigate(pageURL), chromedp.WaitVisible(chromedp.CSS("#elasti-phase"))); err != nil {
+		t.Fatalf("Chromium on the sleeping Service at %s: %v", pageURL, err)
+	}
+	attr, err := chromedp.Run(step, chromedp.AttributeValue(chromedp.CSS("#elasti-phase"), "data-phase"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	shown, err := chromedp.Run(step, chromedp.Text(chromedp.CSS("body")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	shot, err := chromedp.Run(step, chromedp.CaptureScreenshot())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Contains(wakePhases, elastiv1alpha1.WakePhase(attr.Value)) {
+		t.Errorf("the waking page shows phase %q, not one of %v", attr.Value, wakePhases)
+	}
+	writeScreenshot(t, shotPath, shot)
+	t.Logf("Chromium shows the waking page in phase %s: %q", attr.Value, strings.Join(strings.Fields(shown), " "))
+}
+
+// browserReloadsIntoAnswer waits until the browser, left alone, has
+// reloaded pageURL into the demo app's answer, and writes a screenshot of it
+// to shotPath.
+func browserReloadsIntoAnswer(ctx context.Context, t *testing.T, browser context.Context, navigations *atomic.Int32, pageURL, shotPath string) {
+	t.Helper()
+	err := Poll(ctx, 2*time.Minute, 500*time.Millisecond, func(context.Context) error {
 		step, cancel := context.WithTimeout(browser, 10*time.Second)
 		defer cancel()
 		text, err := chromedp.Run(step, chromedp.Text(chromedp.CSS("body")))
@@ -288,24 +322,14 @@ func TestWakingPage(t *testing.T) {
 	if n := navigations.Load(); n < 2 {
 		t.Errorf("Chromium navigated %d times; the page must have reloaded itself at least once", n)
 	}
-	step2, cancelStep2 := context.WithTimeout(browser, time.Minute)
-	defer cancelStep2()
-	if shot, err = chromedp.Run(step2, chromedp.CaptureScreenshot()); err != nil {
+	step, cancel := context.WithTimeout(browser, time.Minute)
+	defer cancel()
+	shot, err := chromedp.Run(step, chromedp.CaptureScreenshot())
+	if err != nil {
 		t.Fatal(err)
 	}
-	writeScreenshot(t, filepath.Join(dir, "waking-page-answered.png"), shot)
+	writeScreenshot(t, shotPath, shot)
 	t.Logf("Chromium reloaded itself %d times into the app's answer", navigations.Load()-1)
-	// Serving on its own, the ElastiService shows no wake in progress.
-	Eventually(t, time.Minute, 250*time.Millisecond, func(ctx context.Context) error {
-		es, err := e.GetElastiService(ctx, ns, "demoapp")
-		if err != nil {
-			return err
-		}
-		if es.Status.Mode != elastiv1alpha1.ModeServe || es.Status.WakeProgress != nil {
-			return fmt.Errorf("mode %s, wakeProgress %+v; want serve and none", es.Status.Mode, es.Status.WakeProgress)
-		}
-		return nil
-	})
 }
 
 // writeScreenshot checks that shot is a PNG with more than one colour in
