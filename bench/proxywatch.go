@@ -85,16 +85,7 @@ func watchProxy(ctx context.Context, ns string) (*proxyWatch, error) {
 		if _, err := inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
 			AddFunc:    set,
 			UpdateFunc: func(_, o any) { set(o) },
-			DeleteFunc: func(o any) {
-				if t, ok := o.(toolscache.DeletedFinalStateUnknown); ok {
-					o = t.Obj
-				}
-				if m, ok := o.(client.Object); ok {
-					w.mu.Lock()
-					delete(f.set, m.GetName())
-					w.mu.Unlock()
-				}
-			},
+			DeleteFunc: forget(&w.mu, f.set),
 		}); err != nil {
 			return nil, err
 		}
@@ -106,16 +97,7 @@ func watchProxy(ctx context.Context, ns string) (*proxyWatch, error) {
 	if _, err := sliceInformer.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
 		AddFunc:    w.setPods,
 		UpdateFunc: func(_, o any) { w.setPods(o) },
-		DeleteFunc: func(o any) {
-			if t, ok := o.(toolscache.DeletedFinalStateUnknown); ok {
-				o = t.Obj
-			}
-			if m, ok := o.(client.Object); ok {
-				w.mu.Lock()
-				delete(w.pods, m.GetName())
-				w.mu.Unlock()
-			}
-		},
+		DeleteFunc: forget(&w.mu, w.pods),
 	}); err != nil {
 		return nil, err
 	}
@@ -165,4 +147,19 @@ func (w *proxyWatch) listing(pod string) int {
 		}
 	}
 	return n
+}
+
+// forget is an informer's delete handler that removes the object's name
+// from m, under mu.
+func forget[V any](mu *sync.Mutex, m map[string]V) func(any) {
+	return func(o any) {
+		if t, ok := o.(toolscache.DeletedFinalStateUnknown); ok {
+			o = t.Obj
+		}
+		if obj, ok := o.(client.Object); ok {
+			mu.Lock()
+			delete(m, obj.GetName())
+			mu.Unlock()
+		}
+	}
 }
