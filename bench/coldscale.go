@@ -62,6 +62,33 @@ func (b *bench) coldShares(ctx context.Context, n int, lag time.Duration) ([]flo
 	return shares, nil
 }
 
+// createSlowApps creates the backend that answers queries after
+// slowQueryDelay and the slowApps apps whose ElastiServices coldAtScale
+// points at it, without those ElastiServices. scale calls it before the
+// 9,000: kube-controller-manager, at its default 20 requests a second,
+// takes about 20 minutes to write the ReplicaSets and status of 9,000 new
+// Deployments, and apps created after them got no ReplicaSet for over 10
+// minutes (a run of 2026-12-04).
+func createSlowApps(ctx context.Context) error {
+	if err := createNamespace(ctx, nsSlow); err != nil {
+		return err
+	}
+	objs := []client.Object{
+		demoDeployment(nsSlow, "slowprom", 1, corev1.EnvVar{Name: "QUERY_DELAY", Value: slowQueryDelay}),
+		e2e.DemoAppHTTPService(nsSlow, "slowprom"),
+	}
+	for i := range slowApps {
+		app := fmt.Sprintf("slow-%03d", i)
+		objs = append(objs, demoDeployment(nsSlow, app, 1), e2e.DemoAppHTTPService(nsSlow, app))
+	}
+	for _, o := range objs {
+		if err := kube.Client.Create(ctx, o); err != nil {
+			return fmt.Errorf("create %s: %w", o.GetName(), err)
+		}
+	}
+	return nil
+}
+
 // coldAtScale adds the cold start at scale, once the 10,000 are asleep.
 func (b *bench) coldAtScale(ctx context.Context, metricsURL string) error {
 	const name = "Elasti's share of (c) with 10,000 asleep and 100 awake ElastiServices polling a backend that answers after 9 s"
@@ -69,30 +96,14 @@ func (b *bench) coldAtScale(ctx context.Context, metricsURL string) error {
 		b.add(skipped(secColdScale, name+" ÷ the same with a few", "×", goalColdScale, "the cold start section did not measure the share with a few ElastiServices"))
 		return nil
 	}
-	if err := createNamespace(ctx, nsSlow); err != nil {
-		return err
-	}
 	logf("cold start at scale: a backend that answers queries after %s, and %d awake ElastiServices whose triggers query it", slowQueryDelay, slowApps)
-	objs := []client.Object{
-		demoDeployment(nsSlow, "slowprom", 1, corev1.EnvVar{Name: "QUERY_DELAY", Value: slowQueryDelay}),
-		e2e.DemoAppHTTPService(nsSlow, "slowprom"),
-	}
 	server := fmt.Sprintf("http://slowprom.%s.svc:%d", nsSlow, servicePort)
 	for i := range slowApps {
 		app := fmt.Sprintf("slow-%03d", i)
-		objs = append(objs, demoDeployment(nsSlow, app, 1), e2e.DemoAppHTTPService(nsSlow, app),
-			estest.New(nsSlow, app, estest.Prometheus(server, "sum(rate(http_requests_total[1m]))", "0.5")))
-	}
-	for _, o := range objs {
-		if err := kube.Client.Create(ctx, o); err != nil {
-			return fmt.Errorf("create %s: %w", o.GetName(), err)
+		if err := kube.Client.Create(ctx, estest.New(nsSlow, app, estest.Prometheus(server, "sum(rate(http_requests_total[1m]))", "0.5"))); err != nil {
+			return fmt.Errorf("create the ElastiService %s: %w", app, err)
 		}
 	}
-	// 101 pods on a node that has just taken 9,000 creates: in a run of
-	// 2026-12-04, slow-000 had no ready endpoint 3 minutes after its
-	// create (whether kube-controller-manager's backlog, at its default 20
-	// requests a second, or the kubelet held it up was not found), so they
-	// get 10 minutes.
 	for i := range slowApps {
 		if err := waitReadyWithin(ctx, nsSlow, fmt.Sprintf("slow-%03d", i), 1, 10*time.Minute); err != nil {
 			return err

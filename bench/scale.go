@@ -106,6 +106,9 @@ func (b *bench) scale(ctx context.Context) error {
 		b.addSteady(secScale, "1,000", steady1, nil)
 	}
 
+	if err := createSlowApps(ctx); err != nil {
+		return err
+	}
 	requestsBefore, err := b.scrape(ctx, metricsURL)
 	if err != nil {
 		return err

@@ -118,6 +118,13 @@ func (b *bench) churnAtScale(ctx context.Context, watch *proxyWatch) error {
 	// the drain flags and grace period of config/default (the bench's
 	// overlay shortens them for the figures before): a resolver drains
 	// until no slice lists it.
+	// kube-controller-manager is still writing the 9,000 Deployments'
+	// ReplicaSets and status at its 20 requests a second (about 20
+	// minutes); the resolvers' Deployment would wait in its queue.
+	logf("churn: waiting until nothing in %s has been written for 5 s", nsScale)
+	if _, err := quietVersions(ctx, 30*time.Minute); err != nil {
+		return fmt.Errorf("churn: before it: %w", err)
+	}
 	logf("churn: two resolvers, with config/default's drain")
 	oldPods, err := kube.Pods(ctx, e2e.ElastiNamespace, resolverPods)
 	if err != nil {
@@ -231,7 +238,7 @@ func (b *bench) churnAtScale(ctx context.Context, watch *proxyWatch) error {
 
 	// The operator restarted, once nothing in nsScale has been written
 	// for 5 s (the killed resolver's return is the last write).
-	before, err := quietVersions(ctx)
+	before, err := quietVersions(ctx, 3*time.Minute)
 	if err != nil {
 		return fmt.Errorf("churn: before the operator's restart: %w", err)
 	}
@@ -268,7 +275,7 @@ func (b *bench) churnAtScale(ctx context.Context, watch *proxyWatch) error {
 	// Deployments' pod templates changed at once, as `helm upgrade` with
 	// new images does (the bench installs with kustomize;
 	// TestResolverRolloutAtScale runs `helm upgrade` itself, at 500).
-	if before, err = quietVersions(ctx); err != nil {
+	if before, err = quietVersions(ctx, 3*time.Minute); err != nil {
 		return fmt.Errorf("churn: before the upgrade: %w", err)
 	}
 	if _, op, err = componentPID(ctx, operatorPods); err != nil {
@@ -325,11 +332,12 @@ func (b *bench) churnAtScale(ctx context.Context, watch *proxyWatch) error {
 	return nil
 }
 
-// quietVersions waits until nothing in nsScale has been written for 5 s,
-// and returns the resource versions then (kube.VersionsIn).
-func quietVersions(ctx context.Context) (map[string]string, error) {
+// quietVersions waits up to within until nothing in nsScale has been
+// written for 5 s, and returns the resource versions then
+// (kube.VersionsIn).
+func quietVersions(ctx context.Context, within time.Duration) (map[string]string, error) {
 	var quiet map[string]string
-	err := e2e.Poll(ctx, 3*time.Minute, time.Second, func(ctx context.Context) error {
+	err := e2e.Poll(ctx, within, time.Second, func(ctx context.Context) error {
 		a, err := kube.VersionsIn(ctx, nsScale)
 		if err != nil {
 			return err
