@@ -120,6 +120,7 @@ func (w *proxyWatch) counts() (proxied, ready int) {
 	return len(w.proxied), len(w.ready)
 }
 
+// setPods records the resolver pods a proxy slice lists.
 func (w *proxyWatch) setPods(o any) {
 	s, ok := o.(*discoveryv1.EndpointSlice)
 	if !ok {

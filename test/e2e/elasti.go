@@ -384,17 +384,12 @@ func (e *Env) LongHTTPClient() *http.Client {
 
 // GetPrefix GETs url and wants 200 OK and a body that starts with want.
 func GetPrefix(c *http.Client, url, want string) error {
-	resp, err := c.Get(url)
+	body, err := GetWith(context.Background(), c, url, "")
 	if err != nil {
 		return err
 	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil {
-		return err
-	}
-	if resp.StatusCode != http.StatusOK || !strings.HasPrefix(string(b), want) {
-		return fmt.Errorf("%d %q", resp.StatusCode, b)
+	if !strings.HasPrefix(body, want) {
+		return fmt.Errorf("GET %s: body %q, want it to start with %q", url, body, want)
 	}
 	return nil
 }
