@@ -66,9 +66,11 @@ func (b *bench) coldShares(ctx context.Context, n int, lag time.Duration) ([]flo
 // slowQueryDelay and the slowApps apps whose ElastiServices coldAtScale
 // points at it, without those ElastiServices. scale calls it before the
 // 9,000: kube-controller-manager, at its default 20 requests a second,
-// takes about 20 minutes to write the ReplicaSets and status of 9,000 new
+// took about 20 minutes to write the ReplicaSets and status of 9,000 new
 // Deployments, and apps created after them got no ReplicaSet for over 10
-// minutes (a run of 2026-12-04).
+// minutes (a run of 2026-12-04). The local cluster now runs it at 100
+// (test/cluster/components.go); the order stays, so a backlog can only
+// delay the 9,000.
 func createSlowApps(ctx context.Context) error {
 	if err := createNamespace(ctx, nsSlow); err != nil {
 		return err

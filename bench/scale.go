@@ -134,11 +134,11 @@ func (b *bench) scale(ctx context.Context) error {
 		b.add(fig(secScale10k, "operator API reads in the steady minute, at 10,000 ÷ at 1,000", "×", []float64{steady10.operatorReads / steady1.operatorReads}, goalReadGrowth,
 			fmt.Sprintf("%.0f ÷ %.0f GET requests (elasti_operator_api_requests_total); a read rate that grew with the ElastiServices would be about 10×", steady10.operatorReads, steady1.operatorReads)))
 	}
-	// kube-controller-manager goes on writing the 9,000 Deployments'
-	// ReplicaSets and status at its 20 requests a second for about 20
-	// minutes; until then the cold app's scale to zero (whose pod the
-	// ReplicaSet controller deletes) and the resolvers' Deployment wait in
-	// its queues (a run of 2026-12-04: the cold app's pod was still an
+	// kube-controller-manager may still be writing the 9,000 Deployments'
+	// ReplicaSets and status; until it is done the cold app's scale to
+	// zero (whose pod the ReplicaSet controller deletes) and the
+	// resolvers' Deployment wait in its queues (a run of 2026-12-04, at
+	// its default 20 requests a second: the cold app's pod was still an
 	// endpoint 2 minutes after its scale to zero).
 	logf("scale: waiting until nothing in %s has been written for 5 s", nsScale)
 	if _, err := quietVersions(ctx, 30*time.Minute); err != nil {

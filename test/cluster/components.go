@@ -80,6 +80,11 @@ func (c Config) components() []component {
 			"--cluster-signing-cert-file=" + pki("ca.crt"), "--cluster-signing-key-file=" + pki("ca.key"),
 			"--service-cluster-ip-range=" + c.ServiceCIDR.String(),
 			"--allocate-node-cidrs=false", "--leader-elect=false", "--profiling=false", "--v=1",
+			// Its default client rate, 20 requests a second, needs about
+			// 20 minutes to write the ReplicaSets and status of the
+			// bench's 9,000 new Deployments; every later app waits
+			// behind that backlog (docs/local-cluster.md).
+			"--kube-api-qps=100", "--kube-api-burst=200",
 		}},
 		{name: "kube-scheduler", bin: c.bin("kube-scheduler"), args: []string{
 			"--kubeconfig=" + c.componentKubeconfig("scheduler"),
