@@ -231,7 +231,7 @@ func (b *bench) churnAtScale(ctx context.Context, watch *proxyWatch) error {
 
 	// The operator restarted, once nothing in nsScale has been written
 	// for 5 s (the killed resolver's return is the last write).
-	before, err := quietVersions(ctx, 3*time.Minute)
+	before, err := quietVersions(ctx, 10*time.Minute)
 	if err != nil {
 		return fmt.Errorf("churn: before the operator's restart: %w", err)
 	}
@@ -268,7 +268,7 @@ func (b *bench) churnAtScale(ctx context.Context, watch *proxyWatch) error {
 	// Deployments' pod templates changed at once, as `helm upgrade` with
 	// new images does (the bench installs with kustomize;
 	// TestResolverRolloutAtScale runs `helm upgrade` itself, at 500).
-	if before, err = quietVersions(ctx, 3*time.Minute); err != nil {
+	if before, err = quietVersions(ctx, 10*time.Minute); err != nil {
 		return fmt.Errorf("churn: before the upgrade: %w", err)
 	}
 	if _, op, err = componentPID(ctx, operatorPods); err != nil {
