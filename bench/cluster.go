@@ -95,7 +95,7 @@ func (b *bench) uninstall(ctx context.Context) error {
 	return err
 }
 
-// install applies bench/testdata/elasti (config/default with one operator
+// install applies bench/testdata/elasti (config/metrics-api with one operator
 // and one resolver replica) and waits for both to be rolled out.
 func (b *bench) install(ctx context.Context) error {
 	if _, err := b.cfg.Kubectl(ctx, "", "apply", "--server-side", "--force-conflicts", "-k", b.overlay()); err != nil {

@@ -296,7 +296,7 @@ func (b *bench) coldStarts(ctx context.Context) error {
 	b.add(fig(secCold, "(d) same workload without Elasti: /scale 0→1 until its endpoint is ready", "ms", ds, nil, "the write `kubectl scale` makes, then the EndpointSlice watch"))
 	b.add(fig(secCold, nameCD, "ms", diff, goalRows[2].Goal,
 		"run i of (c) minus run i of (d); both runs of a pair start at the same phase of the wall-clock second (random per pair), because the kubelet's one-second ticks dominate both; what is left in a pair is Elasti plus the rest of Kubernetes' own variation"))
-	b.coldShare = share
+	b.coldShare, b.coldC = share, cs
 	b.add(fig(secCold, "Elasti's share of (c) in the same run: (c) − (scale write seen → endpoint ready)", "ms", share, nil,
 		"removes the pod start and readiness probe, which Elasti does not control, from each run"))
 	b.add(fig(secCold, "Kubernetes' part of (c): scale write seen → endpoint ready", "ms", k8s, nil, ""))

@@ -66,29 +66,12 @@ func frontName(app string) string { return "front-" + app }
 // app, on the request rate of app's front: any request makes it want one
 // replica.
 func frontRateHPA(app string) *autoscalingv2.HorizontalPodAutoscaler {
-	return &autoscalingv2.HorizontalPodAutoscaler{
-		ObjectMeta: metav1.ObjectMeta{Name: app, Namespace: nsHPA},
-		Spec: autoscalingv2.HorizontalPodAutoscalerSpec{
-			ScaleTargetRef: autoscalingv2.CrossVersionObjectReference{APIVersion: "apps/v1", Kind: "Deployment", Name: app},
-			MinReplicas:    ptr.To[int32](0),
-			MaxReplicas:    1,
-			Metrics: []autoscalingv2.MetricSpec{{
-				Type: autoscalingv2.ExternalMetricSourceType,
-				External: &autoscalingv2.ExternalMetricSource{
-					Metric: autoscalingv2.MetricIdentifier{
-						Name:     cluster.ExternalRequestRate,
-						Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": frontName(app)}},
-					},
-					Target: autoscalingv2.MetricTarget{Type: autoscalingv2.AverageValueMetricType, AverageValue: ptr.To(resource.MustParse("1"))},
-				},
-			}},
-			// Down to zero at the first sync that reads zero: the bench
-			// waits for it before each run of (f).
-			Behavior: &autoscalingv2.HorizontalPodAutoscalerBehavior{
-				ScaleDown: &autoscalingv2.HPAScalingRules{StabilizationWindowSeconds: ptr.To[int32](0)},
-			},
-		},
-	}
+	// Down to zero at the first sync that reads zero: the bench waits for
+	// it before each run of (f).
+	return e2e.ZeroHPA(nsHPA, app, 0, 1, autoscalingv2.MetricIdentifier{
+		Name:     cluster.ExternalRequestRate,
+		Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": frontName(app)}},
+	}, "1", 0)
 }
 
 func frontDeployment(app string) *appsv1.Deployment {
@@ -366,5 +349,5 @@ func (b *bench) hpaColdStarts(ctx context.Context, runs int) error {
 		"the front's rate scraped by Prometheus (every 2 s), read through the adapter, acted on at the HPA controller's next sync (every 15 s, the default)"))
 	b.add(fig(secHPA, "(f): requests failed before the first answer", "requests", attempts, nil, "each a failed request that clients without Elasti see"))
 	b.add(fig(secHPA, "(f)-(e), paired runs", "ms", diff, nil, "run i of (f) minus run i of (e), both started at the same phase of the wall-clock second"))
-	return nil
+	return b.hpaOwnMetric(ctx, runs, c)
 }

@@ -134,12 +134,14 @@ type bench struct {
 	cleanupAfter bool
 	// out is where the results, and the resolver's profiles, are written.
 	out string
-	// only names the one scenario to run ("scale"), or is empty.
+	// only names the one scenario to run ("scale" or "hpa"), or is empty.
 	only string
 	// coldShare is Elasti's share of each cold start of the cold start
 	// section (or, with only, of a few cold starts before the scale), for
 	// the cold start at scale.
 	coldShare []float64
+	// coldC is each (c) of the cold start section: what (g) compares with.
+	coldC []float64
 }
 
 func (b *bench) add(f report.Figure) {
@@ -167,13 +169,13 @@ func runMain(args []string) error {
 	cleanup := fs.Bool("cleanup", os.Getenv(cluster.TeardownEnv) != "1", "delete the bench's namespaces at the end (default: unless `elasti-cluster run` takes the cluster down anyway)")
 	readme := fs.String("readme", "", "README whose headline benchmark table to rewrite from the results, and beside which docs/benchmarks.md gets the full table (hack/bench.sh passes README.md)")
 	doc := fs.String("benchmarks-doc", "", "the page whose full benchmark table to rewrite; default docs/benchmarks.md beside -readme")
-	only := fs.String("only", "", "run only this cluster scenario, after the install and the idle figures: \"scale\" (a partial run: use with an -out of its own and without -readme)")
+	only := fs.String("only", "", "run only this cluster scenario, after the install and the idle figures: \"scale\", or \"hpa\" (the cold starts, then those with an HPA) (a partial run: use with an -out of its own and without -readme)")
 	since := fs.Int64("since", 0, "Unix time `make bench` started (for the duration in the file); default now")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	if *only != "" && *only != "scale" {
-		return fmt.Errorf("-only %q: the only scenario that runs alone is \"scale\"", *only)
+	if *only != "" && *only != "scale" && *only != "hpa" {
+		return fmt.Errorf("-only %q: the scenarios that run alone are \"scale\" and \"hpa\"", *only)
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()

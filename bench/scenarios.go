@@ -51,7 +51,7 @@ func (b *bench) clusterFigures(ctx context.Context) error {
 	if b.cleanupAfter {
 		defer b.cleanup()
 	}
-	b.note("Setup: Elasti from config/default with the overlay bench/testdata/elasti: one operator replica (so every activation lands on the leader), one resolver replica with a 1-CPU limit. The demo app (test/demoapp) has a 1 s readiness period. All load comes from `elasti-bench load` inside the node's network namespace, one new connection per request, on the same 2-CPU machine that runs the whole cluster, so every figure includes CPU contention with the load generator. The cluster's etcd runs with --unsafe-no-fsync (a throwaway cluster), so API writes cost no disk flush.")
+	b.note("Setup: Elasti from config/metrics-api (config/default and the operator's external metrics API, whose APIService is registered only for (g)) with the overlay bench/testdata/elasti: one operator replica (so every activation lands on the leader), one resolver replica with a 1-CPU limit. The demo app (test/demoapp) has a 1 s readiness period. All load comes from `elasti-bench load` inside the node's network namespace, one new connection per request, on the same 2-CPU machine that runs the whole cluster, so every figure includes CPU contention with the load generator. The cluster's etcd runs with --unsafe-no-fsync (a throwaway cluster), so API writes cost no disk flush.")
 	b.note("Scaled down to fit 80 minutes, half of which the 10,000 ElastiServices of the scale figures take: %d cold-start runs each of (c) and (d), %d wakes for the tails of (a) and (b), %d each of (e) and (f); fixed-rate runs are 10 s at 500 rps and 5 s at half the resolver's median max throughput (rounded down to 100 rps); max throughput is three 5 s runs; scale and burst figures are single runs (N is the number of samples in each row).", b.runs, b.tailRuns, b.hpaRuns)
 	b.note("(a) and (b) are measured from outside the product: the bench watches the Deployment and the Service's own EndpointSlices and timestamps the events as they arrive, and times the client request with httptrace. The last cold-start row gives the watch delivery delay that (a) includes.")
 	if err := b.uninstall(ctx); err != nil {
@@ -124,6 +124,9 @@ func (b *bench) clusterFigures(ctx context.Context) error {
 	}
 	if err := b.hpaColdStarts(ctx, b.hpaRuns); err != nil {
 		return err
+	}
+	if b.only == "hpa" {
+		return nil
 	}
 	// Forwarding uses the cold app's resolver port, which stays mapped for
 	// the overlay's --released-port-linger (10m) after its last wake: it

@@ -12,6 +12,8 @@
 #   BENCH_KEEP_CLUSTER=1 leave a cluster this run started running
 #   BENCH_ONLY=scale    the install and the scale figures only, into
 #                       bench/results/scale/ (README and docs untouched)
+#   BENCH_ONLY=hpa      the install, the cold starts and those with an HPA
+#                       only, into bench/results/hpa/ (likewise)
 #
 # Benchmarks are not tests: this never fails on numbers (`make bench-check`
 # compares them with the goals).

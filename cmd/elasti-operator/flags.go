@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"flag"
 	"fmt"
 	"strings"
@@ -42,6 +43,11 @@ type options struct {
 	kubeAPIBurst int
 	// webhook.Port 0 turns the validating admission webhook off.
 	webhook admission.Config
+	// metricsAPIPort 0 turns the external metrics API off.
+	metricsAPIPort    int
+	metricsAPIService string
+	resolverAdminPort int
+	podName           string
 }
 
 // parseFlags reads the flags; getenv supplies defaults that depend on where
@@ -52,7 +58,7 @@ func parseFlags(fs *flag.FlagSet, args []string, getenv func(string) string, zap
 	if ns == "" {
 		ns = "elasti-system"
 	}
-	var watchNamespaces, audiences, triggerServers string
+	var watchNamespaces, audiences, triggerServers, apiService string
 	var maxHeldCeiling int
 	portRange := contract.DefaultPortRange()
 	fs.StringVar(&o.metricsAddr, "metrics-bind-address", ":8080", "Address of the Prometheus metrics endpoint; 0 disables it.")
@@ -86,12 +92,17 @@ func parseFlags(fs *flag.FlagSet, args []string, getenv func(string) string, zap
 	fs.IntVar(&o.controller.WakeWorkers, "wake-workers", o.controller.WakeWorkers, "Wakes of different ElastiServices performed at once, each at once on the activation call, not behind other ElastiServices' reconciles in the work queue.")
 	fs.DurationVar(&o.controller.WakeTimeout, "wake-timeout", o.controller.WakeTimeout, "How long an activation call waits for the wake before answering 503.")
 	o.webhook.Namespace = ns
+	o.podName = getenv("POD_NAME")
 	fs.IntVar(&o.webhook.Port, "webhook-port", 9443, "Port of the validating admission webhook for ElastiServices; 0 turns the webhook and its readiness check off, and with them the certificate: the activation server then speaks plain HTTP, and the resolver's --operator-url must be http://.")
 	fs.StringVar(&o.webhook.CertDir, "webhook-cert-dir", "/var/run/elasti/webhook", "Writable directory the operator copies the webhook's serving certificate into.")
 	fs.StringVar(&o.webhook.SecretName, "webhook-secret", "elasti-webhook-cert", "Secret in the operator's namespace that keeps the webhook's CA and serving certificate; the install creates it empty.")
 	fs.StringVar(&o.webhook.ServiceName, "webhook-service", "elasti-operator", "Service in the operator's namespace that the API server calls the webhook through.")
 	fs.StringVar(&o.webhook.CAConfigMapName, "activation-ca-configmap", "elasti-activation-ca", "ConfigMap in the operator's namespace the operator keeps holding the webhook's CA certificate (key ca.crt, no private key), which the resolvers verify the TLS activation server with; empty does not publish it. Unused with --webhook-port=0.")
 	fs.StringVar(&o.webhook.ConfigurationName, "webhook-configuration", "elasti-webhook", "ValidatingWebhookConfiguration whose caBundle the operator keeps.")
+	fs.IntVar(&o.metricsAPIPort, "metrics-api-port", 0, "HTTPS port of the external metrics API (external.metrics.k8s.io: elasti_requests_held, elasti_requests_per_second, elasti_awake per ElastiService, for HPAs); 0 turns it off. It serves with the webhook's certificate, and only the elected leader is the endpoint of --metrics-api-service (the pod label elasti.dev/metrics-api).")
+	fs.StringVar(&o.metricsAPIService, "metrics-api-service", "elasti-metrics-api", "Service in the operator's namespace that the API server's aggregation layer calls the metrics API through; the certificate is valid for its names.")
+	fs.StringVar(&apiService, "metrics-api-apiservice", "v1beta1.external.metrics.k8s.io", "APIService whose caBundle the operator keeps while the metrics API is on.")
+	fs.IntVar(&o.resolverAdminPort, "resolver-admin-port", 8012, "Port of the resolvers' /metrics (their --admin-bind-address), which the metrics API reads held and forwarded requests from.")
 	fs.BoolVar(&o.webhook.ReviewAccess, "admission-access-review", true, "Refuse an ElastiService (create, or spec update) whose author may not do what it makes the operator do: update the target's /scale, patch the autoscaler, get the trigger Secrets, update the Service for a waking page, static responses or a fallback; asked of the API server with a SubjectAccessReview in the author's name. Turn off only where every ElastiService author is trusted with the operator's rights.")
 	if zapOpts != nil {
 		zapOpts.BindFlags(fs)
@@ -116,6 +127,19 @@ func parseFlags(fs *flag.FlagSet, args []string, getenv func(string) string, zap
 		if err := o.webhook.Validate(); err != nil {
 			return o, fmt.Errorf("--webhook-*: %w", err)
 		}
+	}
+	if o.metricsAPIPort != 0 {
+		switch {
+		case o.metricsAPIPort < 1 || o.metricsAPIPort > 65535:
+			return o, fmt.Errorf("--metrics-api-port %d: want 1-65535, or 0 for off", o.metricsAPIPort)
+		case o.webhook.Port == 0:
+			return o, errors.New("--metrics-api-port needs the webhook's certificate: it cannot run with --webhook-port=0")
+		case o.metricsAPIService == "" || apiService == "":
+			return o, errors.New("--metrics-api-port needs --metrics-api-service and --metrics-api-apiservice")
+		case o.podName == "":
+			return o, errors.New("--metrics-api-port needs the environment variable POD_NAME (the downward API's metadata.name): the leader labels its own pod")
+		}
+		o.webhook.APIService, o.webhook.APIServiceService = apiService, o.metricsAPIService
 	}
 	if o.kubeAPIQPS <= 0 || o.kubeAPIBurst < 1 {
 		return o, fmt.Errorf("--kube-api-qps %v and --kube-api-burst %d must be positive", o.kubeAPIQPS, o.kubeAPIBurst)

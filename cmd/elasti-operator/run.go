@@ -11,8 +11,10 @@ import (
 
 	"github.com/go-logr/logr"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
@@ -22,6 +24,8 @@ import (
 	"elasti.dev/elasti/internal/admission"
 	"elasti.dev/elasti/internal/controller"
 	"elasti.dev/elasti/internal/controller/apirequests"
+	"elasti.dev/elasti/internal/controller/metricsource"
+	"elasti.dev/elasti/internal/metricsapi"
 	"elasti.dev/elasti/internal/scaling"
 )
 
@@ -56,7 +60,7 @@ func run(ctx context.Context, o options, log logr.Logger) error {
 		return err
 	}
 	live := mgr.GetAPIReader()
-	waker, err := controller.Setup(ctx, mgr, o.controller, controller.Deps{
+	parts, err := controller.Setup(ctx, mgr, o.controller, controller.Deps{
 		Triggers: &scaling.Evaluator{
 			Secrets: live, Endpoints: live, Pods: live,
 			Kubelets:             &scaling.KubeletSummaries{Nodes: live, Transport: kubelets},
@@ -88,7 +92,7 @@ func run(ctx context.Context, o options, log logr.Logger) error {
 		Authenticator: &activation.Authenticator{
 			Client: mgr.GetClient(), ServiceAccountNamespace: saNS, ServiceAccountName: saName, Audiences: o.activationAudiences,
 		},
-		Waker:          waker,
+		Waker:          parts.Waker,
 		Log:            log.WithName("activation"),
 		GetCertificate: getCertificate,
 	}
@@ -97,6 +101,11 @@ func run(ctx context.Context, o options, log logr.Logger) error {
 	}
 	if err := mgr.Add(srv); err != nil {
 		return fmt.Errorf("add the activation server: %w", err)
+	}
+	if o.metricsAPIPort != 0 {
+		if err := addMetricsAPI(ctx, mgr, restCfg, o, parts); err != nil {
+			return err
+		}
 	}
 	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
 		return fmt.Errorf("add healthz check: %w", err)
@@ -119,4 +128,34 @@ func cachesSynced(mgr ctrl.Manager) healthz.Checker {
 		}
 		return nil
 	}
+}
+
+// addMetricsAPI adds the external metrics API (docs/hpa.md): the server on
+// every replica, and the pod label that makes the leader its endpoint.
+func addMetricsAPI(ctx context.Context, mgr ctrl.Manager, restCfg *rest.Config, o options, parts *controller.Parts) error {
+	src := metricsource.New(metricsource.Config{
+		Reader: mgr.GetClient(), Triggers: parts.Triggers,
+		Namespace: o.controller.ResolverNamespace, ResolverAdminPort: o.resolverAdminPort,
+		WatchNamespaces: o.controller.WatchNamespaces,
+		// A rate is served while its evaluation is at most two polling
+		// intervals and one evaluation's timeout old.
+		MaxTriggerAge: 2*o.controller.PollingInterval + o.controller.TriggerEvaluationTimeout,
+	})
+	srv, err := metricsapi.New(metricsapi.Config{Port: o.metricsAPIPort, CertDir: o.webhook.CertDir, Client: restCfg}, &metricsapi.Provider{Source: src})
+	if err != nil {
+		return err
+	}
+	if err := mgr.Add(srv); err != nil {
+		return fmt.Errorf("add the metrics API: %w", err)
+	}
+	ep := &metricsapi.Endpoint{Client: mgr.GetClient(), Pod: types.NamespacedName{Namespace: o.webhook.Namespace, Name: o.podName}}
+	// Before the manager starts: a pod that led before its container
+	// restarted still has the label.
+	if err := ep.Unlabel(ctx); err != nil {
+		return err
+	}
+	if err := mgr.Add(ep); err != nil {
+		return fmt.Errorf("add the metrics API's endpoint: %w", err)
+	}
+	return nil
 }

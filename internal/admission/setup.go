@@ -44,8 +44,15 @@ type Config struct {
 	// caBundle the rotator keeps.
 	ConfigurationName string
 	// ExtraDNSNames are further names the certificate is valid for, such
-	// as localhost when the API server calls the webhook by URL.
+	// as localhost when the API server calls the webhook by URL, or the
+	// metrics API's Service.
 	ExtraDNSNames []string
+	// APIService, if set, is the APIService (the metrics API's) whose
+	// caBundle the operator keeps holding the CA, as long as it reaches
+	// APIServiceService in Namespace: its server uses the same
+	// certificate. One missing, or another server's, is left alone and
+	// never holds up the webhook's readiness.
+	APIService, APIServiceService string
 	// CAConfigMapName, if set, is a ConfigMap in Namespace the operator
 	// keeps holding the CA certificate (key CAKey, no private key), for the
 	// resolvers to verify the activation server with.
@@ -73,17 +80,29 @@ func (c Config) Validate() error {
 	return nil
 }
 
-// dnsNames are the names the serving certificate is valid for: the first
-// is the one the API server uses for a Service reference.
+// dnsNames are the names the serving certificate is valid for. The first
+// is the one cert-controller checks a certificate it finds against (it
+// writes the others, never checks them): the webhook Service's name as the
+// API server uses it, or with an APIService the metrics API's Service, so
+// that turning the metrics API on renews a certificate made without it.
 func (c Config) dnsNames() []string {
 	svc := c.ServiceName + "." + c.Namespace + ".svc"
-	return append([]string{svc, c.ServiceName, c.ServiceName + "." + c.Namespace, svc + ".cluster.local"}, c.ExtraDNSNames...)
+	names := []string{svc, c.ServiceName, c.ServiceName + "." + c.Namespace, svc + ".cluster.local"}
+	if c.APIService != "" {
+		api := c.APIServiceService + "." + c.Namespace + ".svc"
+		names = append([]string{api, api + ".cluster.local"}, names...)
+	}
+	return append(names, c.ExtraDNSNames...)
 }
 
 // Poll intervals of certFiles and caPublisher: until the first pair (CA)
 // is written, and after. A variable so that the integration test can watch
 // a renewal without waiting half a minute.
 var certFilesFast, certFilesSlow = time.Second, 30 * time.Second
+
+// apiServiceCASlow is how often apiServiceCA looks again once it has
+// nothing to do.
+const apiServiceCASlow = 5 * time.Second
 
 // Serving is what Setup gives the rest of the operator.
 type Serving struct {
@@ -110,6 +129,7 @@ func Setup(mgr ctrl.Manager, cfg Config) (*Serving, error) {
 	}
 	names := cfg.dnsNames()
 	ready := make(chan struct{})
+
 	rot := &rotator.CertRotator{
 		SecretKey:      types.NamespacedName{Namespace: cfg.Namespace, Name: cfg.SecretName},
 		CertDir:        cfg.CertDir,
@@ -142,6 +162,18 @@ func Setup(mgr ctrl.Manager, cfg Config) (*Serving, error) {
 			clock: clock.RealClock{}, fast: certFilesFast, slow: certFilesSlow,
 		}); err != nil {
 			return nil, fmt.Errorf("add the CA publication: %w", err)
+		}
+	}
+	if cfg.APIService != "" {
+		if err := mgr.Add(&apiServiceCA{
+			reader: mgr.GetAPIReader(), writer: mgr.GetClient(), secret: rot.SecretKey,
+			apiService: cfg.APIService, service: types.NamespacedName{Namespace: cfg.Namespace, Name: cfg.APIServiceService},
+			// Slow at 5 s, not 30: an APIService registered after the
+			// operator started (or taken back from another server) is
+			// unavailable until its caBundle is written.
+			clock: clock.RealClock{}, fast: certFilesFast, slow: apiServiceCASlow,
+		}); err != nil {
+			return nil, fmt.Errorf("add the APIService's CA: %w", err)
 		}
 	}
 	srv := webhook.NewServer(webhook.Options{Port: cfg.Port, CertDir: cfg.CertDir})

@@ -11,7 +11,6 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	elastiv1alpha1 "elasti.dev/elasti/api/v1alpha1"
@@ -62,17 +61,8 @@ func TestStatusWriters(t *testing.T) {
 	if err := c.Create(ctx, es); err != nil {
 		t.Fatal(err)
 	}
-	as := func(user string) client.Client {
-		cfg := rest.CopyConfig(env.Config)
-		cfg.Impersonate = rest.ImpersonationConfig{UserName: user}
-		uc, err := client.New(cfg, client.Options{Scheme: env.Scheme})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return uc
-	}
 	claim := func(user string, port int32) error {
-		uc := as(user)
+		uc := impersonate(t, user)
 		got := &elastiv1alpha1.ElastiService{}
 		if err := uc.Get(ctx, client.ObjectKeyFromObject(es), got); err != nil {
 			t.Fatalf("%s reads the ElastiService: %v", user, err)
@@ -90,7 +80,7 @@ func TestStatusWriters(t *testing.T) {
 	if !strings.Contains(err.Error(), "only the Elasti operator writes it") {
 		t.Errorf("refusal does not say why: %v", err)
 	}
-	if err := as("ns-admin").Get(ctx, client.ObjectKeyFromObject(es), &elastiv1alpha1.ElastiService{}); err != nil {
+	if err := impersonate(t, "ns-admin").Get(ctx, client.ObjectKeyFromObject(es), &elastiv1alpha1.ElastiService{}); err != nil {
 		t.Errorf("namespace admin should still read the ElastiService: %v", err)
 	}
 	got := &elastiv1alpha1.ElastiService{}

@@ -88,7 +88,7 @@ func TestWebhook(t *testing.T) {
 	if err := c.Create(ctx, secretObj); err != nil {
 		t.Fatal(err)
 	}
-	port := freePort(t)
+	port := testenv.FreePort(t)
 	vwc := webhookConfiguration(t, port)
 	if err := c.Create(ctx, vwc); err != nil {
 		t.Fatalf("create the ValidatingWebhookConfiguration: %v", err)
@@ -324,7 +324,7 @@ func TestWebhook(t *testing.T) {
 		// The same registration, pointed at a port where nothing listens:
 		// every call of it fails, and failurePolicy Fail refuses the
 		// request. A metadata-only update must not call it at all.
-		dead := webhookConfiguration(t, freePort(t))
+		dead := webhookConfiguration(t, testenv.FreePort(t))
 		if err := c.Create(ctx, dead); err != nil {
 			t.Fatal(err)
 		}
@@ -442,15 +442,6 @@ func webhookConfiguration(t *testing.T, port int) *admissionregistrationv1.Valid
 // runs counts TestWebhook's runs in this process (go test -count).
 var runs int
 
-func freePort(t *testing.T) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
-}
 
 // servedCert is the leaf certificate the webhook server presents to a
 // client that trusts roots and asks for the Service's name.

@@ -20,6 +20,12 @@ const (
 	ComponentResolver = "resolver"
 	// ComponentOperator is LabelComponent's value on operator pods.
 	ComponentOperator = "operator"
+	// LabelMetricsAPI is on the operator pod that leads, with the value
+	// MetricsAPIServing, while the metrics API is on: the metrics API's
+	// Service selects it, so the aggregation layer calls the one replica
+	// that evaluates triggers.
+	LabelMetricsAPI   = "elasti.dev/metrics-api"
+	MetricsAPIServing = "serving"
 
 	// AnnotationWakeNow asks the operator to wake the target now; the
 	// operator removes it once acted on. Any value.
@@ -114,3 +120,13 @@ const MaxHoldTimeout = time.Hour
 // accepts (its CEL rule says 10m). The operator caps a longer value that
 // reached it anyway.
 const MaxScaleDownGracePeriod = 10 * time.Minute
+
+// Resolver metrics the operator reads (its metrics API): the resolvers
+// export them on their admin port, labelled with MetricLabelNamespace and
+// MetricLabelElastiService.
+const (
+	ResolverHeldMetric       = "elasti_resolver_held_requests"
+	ResolverForwardedMetric  = "elasti_resolver_forwarded_total"
+	MetricLabelNamespace     = "namespace"
+	MetricLabelElastiService = "elastiservice"
+)

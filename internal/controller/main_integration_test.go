@@ -140,11 +140,12 @@ func startOperator(t *testing.T, o operatorOptions) *operator {
 		o.deps(&deps)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	op.waker, err = Setup(ctx, mgr, cfg, deps)
+	parts, err := Setup(ctx, mgr, cfg, deps)
 	if err != nil {
 		cancel()
 		t.Fatalf("set up the controller: %v", err)
 	}
+	op.waker = parts.Waker
 	op.mgr = mgr
 	var wg sync.WaitGroup
 	wg.Add(1)

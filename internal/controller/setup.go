@@ -9,6 +9,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/util/workqueue"
 	"k8s.io/utils/clock"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -17,6 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	elastiv1alpha1 "elasti.dev/elasti/api/v1alpha1"
@@ -30,6 +32,7 @@ import (
 	"elasti.dev/elasti/internal/controller/triggerpoll"
 	"elasti.dev/elasti/internal/controller/wakecalls"
 	"elasti.dev/elasti/internal/controller/watches"
+	"elasti.dev/elasti/internal/queuemetrics"
 	"elasti.dev/elasti/internal/scaling"
 )
 
@@ -45,9 +48,18 @@ type Deps struct {
 	SliceWriter proxyslices.Updater
 }
 
-// Setup builds the reconciler, registers its indexes and watches with the
-// manager, and returns the Waker the activation server uses.
-func Setup(ctx context.Context, mgr ctrl.Manager, cfg Config, deps Deps) (*wakecalls.Waker, error) {
+// Parts are what Setup gives the rest of the operator.
+type Parts struct {
+	// Waker performs the activation server's wakes.
+	Waker *wakecalls.Waker
+	// Triggers holds the latest trigger evaluations (the metrics API's
+	// serve-mode rate); it runs on the leader only.
+	Triggers *triggerpoll.Poller
+}
+
+// Setup builds the reconciler and registers its indexes and watches with
+// the manager.
+func Setup(ctx context.Context, mgr ctrl.Manager, cfg Config, deps Deps) (*Parts, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
@@ -156,6 +168,7 @@ func Setup(ctx context.Context, mgr ctrl.Manager, cfg Config, deps Deps) (*wakec
 			// ElastiService listed at start-up is never reconciled (no
 			// finalizer, no port). FIFO serves every key in turn.
 			UsePriorityQueue: ptr.To(false),
+			NewQueue:         fifoQueue,
 		}).
 		Build(r)
 	if err != nil {
@@ -185,11 +198,24 @@ func Setup(ctx context.Context, mgr ctrl.Manager, cfg Config, deps Deps) (*wakec
 	r.live = live
 	r.fallback = &fallback.Tracker{Services: r.client, Targets: r.templates, Events: live,
 		Status: r.client, Recorder: r.recorder}
-	return &wakecalls.Waker{Reader: live, Cache: mgr.GetCache(), Writer: mgr.GetClient(), Elected: mgr.Elected(), Timeout: cfg.WakeTimeout, Requests: r.wakes}, nil
+	return &Parts{
+		Waker:    &wakecalls.Waker{Reader: live, Cache: mgr.GetCache(), Writer: mgr.GetClient(), Elected: mgr.Elected(), Timeout: cfg.WakeTimeout, Requests: r.wakes},
+		Triggers: r.triggers,
+	}, nil
 }
 
 // CacheOptions keeps the manager's caches to what the reconciler reads
 // (watches.CacheOptions).
 func CacheOptions(cfg Config) cache.Options {
 	return watches.CacheOptions(cfg.ResolverNamespace, cfg.WatchNamespaces)
+}
+
+// fifoQueue is the ElastiService controller's FIFO queue (the comment at
+// UsePriorityQueue says why), with its workqueue_* metrics on the
+// operator's /metrics whichever provider client-go took first
+// (internal/queuemetrics). A nil provider, which queuemetrics' test
+// rules out, is client-go's global one.
+func fifoQueue(name string, rl workqueue.TypedRateLimiter[reconcile.Request]) workqueue.TypedRateLimitingInterface[reconcile.Request] {
+	mp, _ := queuemetrics.Provider()
+	return workqueue.NewTypedRateLimitingQueueWithConfig(rl, workqueue.TypedRateLimitingQueueConfig[reconcile.Request]{Name: name, MetricsProvider: mp})
 }

@@ -224,3 +224,50 @@ func (h *counterHistory) increase(now time.Time, window time.Duration) (float64,
 	}
 	return sum, !h.since.IsZero() && !h.since.After(start)
 }
+
+// seen reports whether key's history, still current, holds samples of a
+// pod: some pod's page had the counter's series within the window.
+func (c *counterHistories) seen(key historyKey, now time.Time) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	h := c.byKey[key]
+	return h != nil && !h.stale(now) && len(h.pods) > 0
+}
+
+// recentRate is the rate of key's counter over the last window, shorter
+// than the trigger's own: the increase since each pod's last sample at or
+// before the window's start, over the time since the earliest of those
+// samples (or since the history began, when that is later). A baseline
+// older than the window's start lengthens the span as much as it adds
+// increase, so the rate is not inflated; a pod new within the window counts
+// its whole counter. span is zero when there is no rate yet (one
+// observation, or none).
+func (c *counterHistories) recentRate(key historyKey, now time.Time, window time.Duration) (perSecond float64, span time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	h := c.byKey[key]
+	if h == nil || h.since.IsZero() {
+		return 0, 0
+	}
+	start := now.Add(-window)
+	from := start
+	var sum float64
+	for _, s := range h.pods {
+		base := 0.0
+		if b := baselineIndex(s.samples, start); b >= 0 {
+			base = s.samples[b].total
+			if s.samples[b].at.Before(from) {
+				from = s.samples[b].at
+			}
+		}
+		sum += s.samples[len(s.samples)-1].total - base
+	}
+	if h.since.After(from) {
+		from = h.since
+	}
+	span = now.Sub(from)
+	if span <= 0 {
+		return 0, 0
+	}
+	return sum / span.Seconds(), span
+}

@@ -140,6 +140,76 @@ func TestCounterHistoryIncrease(t *testing.T) {
 	}
 }
 
+// The recent rate (the metrics API's elasti_requests_per_second) is measured
+// over the time its baselines actually span, so samples spaced wider than
+// its window neither inflate nor lose it.
+func TestCounterHistoryRecentRate(t *testing.T) {
+	const window, recent = 300 * time.Second, 30 * time.Second
+	for _, tc := range []struct {
+		name     string
+		steps    []step
+		want     float64
+		wantSpan time.Duration
+	}{
+		{
+			name:  "one observation is no rate yet",
+			steps: []step{{0, map[string]float64{"a": 5}}},
+		},
+		{
+			name:     "young history: since its start",
+			steps:    []step{{0, map[string]float64{"a": 5}}, {20, map[string]float64{"a": 45}}},
+			want:     2, // 40 over 20 s
+			wantSpan: 20 * time.Second,
+		},
+		{
+			name: "samples 30 s apart",
+			steps: []step{
+				{0, map[string]float64{"a": 0}}, {30, map[string]float64{"a": 30}}, {60, map[string]float64{"a": 330}},
+			},
+			want: 10, wantSpan: 30 * time.Second, // only the last 30 s
+		},
+		{
+			name: "a baseline older than the window widens the span",
+			steps: []step{
+				{0, map[string]float64{"a": 0}}, {31, map[string]float64{"a": 62}}, {60, map[string]float64{"a": 120}},
+			},
+			// The last sample at or before 30 s is at 0 s: 120 over 60 s,
+			// not 120 over 30 s.
+			want: 2, wantSpan: 60 * time.Second,
+		},
+		{
+			name: "a pod new within the window counts its whole counter",
+			steps: []step{
+				{0, map[string]float64{"a": 0}}, {30, map[string]float64{"a": 30}},
+				{60, map[string]float64{"a": 60, "b": 90}},
+			},
+			want: 4, wantSpan: 30 * time.Second, // (30 + 90) over 30 s
+		},
+		{
+			name: "a reset counts the new value",
+			steps: []step{
+				{0, map[string]float64{"a": 0}}, {30, map[string]float64{"a": 100}}, {60, map[string]float64{"a": 15}},
+			},
+			want: 0.5, wantSpan: 30 * time.Second,
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var c counterHistories
+			start := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
+			key := historyKey{namespace: "n", name: "es", uid: "u", spec: "s"}
+			var now time.Time
+			for _, s := range tc.steps {
+				now = start.Add(time.Duration(s.at) * time.Second)
+				c.observe(key, now, window, s.values)
+			}
+			got, span := c.recentRate(key, now, recent)
+			if got != tc.want || span != tc.wantSpan {
+				t.Errorf("rate, span = %v, %v; want %v, %v", got, span, tc.want, tc.wantSpan)
+			}
+		})
+	}
+}
+
 // A long window fed often keeps a bounded number of samples, and thinning
 // only ever counts more increase, never less.
 func TestCounterHistoryIsBounded(t *testing.T) {

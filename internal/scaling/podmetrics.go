@@ -78,23 +78,48 @@ func (e *Evaluator) evaluatePodMetrics(ctx context.Context, es *elastiv1alpha1.E
 	scraped := scrapeAll(ctx, pods, s)
 
 	values := map[string]float64{}
-	var failed []podScrape
+	var failed, absent []podScrape
 	for _, p := range scraped {
-		if p.err != nil {
+		switch {
+		case errors.Is(p.err, errSeriesAbsent):
+			absent = append(absent, p)
+		case p.err != nil:
 			failed = append(failed, p)
-			continue
+		default:
+			values[p.pod.key] = p.value
 		}
-		values[p.pod.key] = p.value
 	}
 	now := e.clock().Now()
 	window := podMetricsWindow(es)
 	key := historyKey{namespace: es.Namespace, name: es.Name, uid: es.UID, spec: historySpec(md)}
+	// A pod without the series, beside one that has it or after one had
+	// it within the window, has not counted yet (a pod an HPA added and
+	// kept when it scaled in, one that restarted): its counter is 0. Never
+	// seen on any pod, the name or the labels may be wrong, and the
+	// trigger stays unhealthy.
+	if len(values) > 0 || e.history.seen(key, now) {
+		for _, p := range absent {
+			values[p.pod.key] = 0
+		}
+	} else {
+		failed = append(failed, absent...)
+	}
 	increase, since, covered := e.history.observe(key, now, window, values)
 	rate := increase / window.Seconds()
 
 	if len(failed) > 0 {
 		return scrapeFailure(failed)
 	}
+	r := podMetricsResult(rate, limit, since, covered, len(pods) == 0, window, md)
+	if perSecond, span := e.history.recentRate(key, now, RateWindow); span > 0 {
+		r.Rate = &Rate{PerSecond: perSecond, Span: span, At: now}
+	}
+	return r
+}
+
+// podMetricsResult says what a podMetrics trigger's rate over its window
+// means.
+func podMetricsResult(rate, limit float64, since time.Time, covered, noPods bool, window time.Duration, md elastiv1alpha1.TriggerMetadata) Result {
 	if !covered {
 		// The message names times, not the seconds gathered so far, so that
 		// it stays the same from one evaluation to the next.
@@ -103,7 +128,7 @@ func (e *Evaluator) evaluatePodMetrics(ctx context.Context, es *elastiv1alpha1.E
 			since.UTC().Format(time.RFC3339), int64(window/time.Second), since.Add(window).UTC().Format(time.RFC3339))}
 	}
 	what := "rate of " + md.MetricName
-	if len(pods) == 0 {
+	if noPods {
 		what = "no ready pod to scrape; rate of " + md.MetricName
 	}
 	if rate < limit {

@@ -377,9 +377,17 @@ func TestPodMetricsEvaluator(t *testing.T) {
 
 	a.set(func(p *fakePod) { p.status = http.StatusServiceUnavailable })
 	evaluate(180, StateUnhealthy, ReasonPodScrapeFailed, "pod n/web-a (http://"+a.addr+":"+strconv.Itoa(int(port))+"/stats): answered HTTP 503")
+	// A pod without the series beside one with it has not counted yet
+	// (its counter is 0: here a fall from 2, a restart); without it on
+	// every pod, the name may be wrong.
 	a.set(func(p *fakePod) { p.status, p.noMetric = 0, true })
-	evaluate(210, StateUnhealthy, ReasonMetricNotFound, "pod n/web-a", "no http_requests or http_requests_total on the page")
+	evaluate(210, StateIdle, "")
+	// Nor does a page without it on every pod, once one had it within the
+	// window (the HPA kept a pod that had served nothing).
+	b.set(func(p *fakePod) { p.noMetric = true })
+	evaluate(215, StateIdle, "")
 	a.set(func(p *fakePod) { p.noMetric = false })
+	b.set(func(p *fakePod) { p.noMetric = false })
 	b.set(func(p *fakePod) { p.status = http.StatusNotFound })
 	a.set(func(p *fakePod) { p.status = http.StatusNotFound })
 	evaluate(220, StateUnhealthy, ReasonPodScrapeFailed, "pod n/web-a", "; and 1 more pods")
@@ -410,6 +418,14 @@ func TestPodMetricsEvaluator(t *testing.T) {
 	// A changed trigger starts a history of its own.
 	es.Spec.Triggers[0].Metadata.Labels = nil
 	evaluate(270, StateActive, "", "not enough history yet")
+
+	// A counter no pod has had within the window: the name may be wrong.
+	own.Endpoints[0].Conditions.Ready, own.Endpoints[1].Conditions.Ready = ptr.To(true), ptr.To(true)
+	if err := endpoints.Update(ctx, own); err != nil {
+		t.Fatal(err)
+	}
+	es.Spec.Triggers[0].Metadata.MetricName = "jobs_total"
+	evaluate(280, StateUnhealthy, ReasonMetricNotFound, "pod n/web-a", "no jobs or jobs_total on the page", "; and 1 more pods")
 }
 
 // Scrapes that go wrong in other ways: a redirect is not followed, a slow

@@ -35,6 +35,10 @@ const (
 var (
 	errPageInvalid    = errors.New("the metrics page cannot be parsed")
 	errMetricNotFound = errors.New("the metrics page has no matching counter")
+	// errSeriesAbsent is errMetricNotFound for a page with no series of
+	// the counter (none of that name, or none with the labels), which an
+	// app that creates its series on the first count shows until then.
+	errSeriesAbsent = fmt.Errorf("%w yet", errMetricNotFound)
 )
 
 // scrapeSpec is what to read from each pod, and how.
@@ -160,9 +164,9 @@ func sumCounter(page io.Reader, contentType, metric string, labels map[string]st
 	case !found && otherType != "":
 		return 0, fmt.Errorf("%w: %s is a %s, not a counter", errMetricNotFound, metric, otherType)
 	case !found:
-		return 0, fmt.Errorf("%w: no %s or %s_total on the page (a labelled counter appears only once it has counted; create its series at start)", errMetricNotFound, base, base)
+		return 0, fmt.Errorf("%w: no %s or %s_total on the page (a labelled counter appears only once it has counted; create its series at start)", errSeriesAbsent, base, base)
 	case !series:
-		return 0, fmt.Errorf("%w: no series of %s with labels %s", errMetricNotFound, metric, LabelText(labels))
+		return 0, fmt.Errorf("%w: no series of %s with labels %s", errSeriesAbsent, metric, LabelText(labels))
 	}
 	return sum, nil
 }

@@ -44,6 +44,26 @@ type Result struct {
 	Message string
 	// Value is the measured value of the last trigger evaluated, for logs.
 	Value float64
+	// Rate is the request rate of the ElastiService's first podMetrics
+	// trigger over the last RateWindow (the metrics API's
+	// elasti_requests_per_second in serve mode); nil when no podMetrics
+	// trigger measured one.
+	Rate *Rate
+}
+
+// RateWindow is the span Result.Rate is measured over: short beside a
+// cooldown period, so that an autoscaler reading it follows load within
+// one or two polling intervals.
+const RateWindow = 30 * time.Second
+
+// Rate is a counter's rate over a recent span.
+type Rate struct {
+	PerSecond float64
+	// Span is the time the rate was measured over: RateWindow or a little
+	// more (the samples' spacing), or less while the history is younger.
+	Span time.Duration
+	// At is when it was measured.
+	At time.Time
 }
 
 // Evaluator evaluates an ElastiService's triggers. It keeps the history of
@@ -110,8 +130,12 @@ func (e *Evaluator) Evaluate(ctx context.Context, es *elastiv1alpha1.ElastiServi
 	}
 	var active *Result
 	var last Result
+	var rate *Rate
 	for i := range es.Spec.Triggers {
 		r := e.evaluateOne(ctx, es, i)
+		if rate == nil {
+			rate = r.Rate
+		}
 		switch r.State {
 		case StateUnhealthy:
 			r.Message = fmt.Sprintf("trigger %d: %s", i, r.Message)
@@ -125,9 +149,10 @@ func (e *Evaluator) Evaluate(ctx context.Context, es *elastiv1alpha1.ElastiServi
 		last = r
 	}
 	if active != nil {
+		active.Rate = rate
 		return *active
 	}
-	return Result{State: StateIdle, Message: fmt.Sprintf("all %d triggers report idle", len(es.Spec.Triggers)), Value: last.Value}
+	return Result{State: StateIdle, Message: fmt.Sprintf("all %d triggers report idle", len(es.Spec.Triggers)), Value: last.Value, Rate: rate}
 }
 
 func (e *Evaluator) evaluateOne(ctx context.Context, es *elastiv1alpha1.ElastiService, i int) Result {

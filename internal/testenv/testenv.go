@@ -147,6 +147,22 @@ func Start(opts Options) (*Env, error) {
 	return e, nil
 }
 
+// KubeconfigFile writes a kubeconfig for a new user of the control plane,
+// in groups, into dir and returns its path: for a component that reads
+// its credentials only from a file.
+func (e *Env) KubeconfigFile(dir, user string, groups ...string) (string, error) {
+	u, err := e.env.ControlPlane.AddUser(envtest.User{Name: user, Groups: groups}, nil)
+	if err != nil {
+		return "", fmt.Errorf("add user %s: %w", user, err)
+	}
+	raw, err := u.KubeConfig()
+	if err != nil {
+		return "", err
+	}
+	path := filepath.Join(dir, user+".kubeconfig")
+	return path, os.WriteFile(path, raw, 0o600)
+}
+
 // waitForPolicies returns once the admission policies applied by Start
 // refuse what they must. The API server compiles a ValidatingAdmissionPolicy
 // and its binding a moment after they are written, from its own informers;

@@ -37,7 +37,7 @@ func helmBinary(t *testing.T) string {
 func TestRenderedObjectsDecodeStrictly(t *testing.T) {
 	helm := helmBinary(t)
 	cmd := exec.Command(helm, "template", "elasti", chartDir, "--namespace", "elasti-system", "--kube-version", "v1.37.2",
-		"--set", "serviceMonitor.enabled=true,prometheusRule.enabled=true,resolver.autoscaling.enabled=true,grafanaDashboard.enabled=true,"+
+		"--set", "serviceMonitor.enabled=true,prometheusRule.enabled=true,resolver.autoscaling.enabled=true,grafanaDashboard.enabled=true,metricsAPI.enabled=true,"+
 			"watchNamespaces={team-a},sentry.existingSecret=sentry,operator.activationAudiences={elasti},resolver.declarePortRange=true")
 	cmd.Env = append(os.Environ(), "HELM_CACHE_HOME="+t.TempDir(), "HELM_CONFIG_HOME="+t.TempDir(), "HELM_DATA_HOME="+t.TempDir())
 	out, err := cmd.CombinedOutput()

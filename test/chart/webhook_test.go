@@ -38,8 +38,13 @@ type rendered map[string]string
 
 func render(t *testing.T, set string) rendered {
 	t.Helper()
+	return byKindName(helmTemplate(t, "elasti-x", "platform", set))
+}
+
+// byKindName splits YAML documents by kind/name.
+func byKindName(text string) rendered {
 	r := rendered{}
-	for _, doc := range regexp.MustCompile(`(?m)^---\s*$`).Split(helmTemplate(t, "elasti-x", "platform", set), -1) {
+	for _, doc := range regexp.MustCompile(`(?m)^---\s*$`).Split(text, -1) {
 		var meta struct {
 			Kind     string `json:"kind"`
 			Metadata struct {

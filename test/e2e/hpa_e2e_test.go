@@ -9,9 +9,7 @@ import (
 	"time"
 
 	autoscalingv2 "k8s.io/api/autoscaling/v2"
-	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/utils/ptr"
 
 	elastiv1alpha1 "elasti.dev/elasti/api/v1alpha1"
 	"elasti.dev/elasti/internal/contract"
@@ -25,27 +23,10 @@ import (
 // after 20 s of stable recommendations instead of the default 5 minutes, so
 // that the test sees it within a few minutes.
 func requestRateHPA(ns, app string, min int32) *autoscalingv2.HorizontalPodAutoscaler {
-	return &autoscalingv2.HorizontalPodAutoscaler{
-		ObjectMeta: metav1.ObjectMeta{Name: app, Namespace: ns},
-		Spec: autoscalingv2.HorizontalPodAutoscalerSpec{
-			ScaleTargetRef: autoscalingv2.CrossVersionObjectReference{APIVersion: "apps/v1", Kind: "Deployment", Name: app},
-			MinReplicas:    ptr.To(min),
-			MaxReplicas:    3,
-			Metrics: []autoscalingv2.MetricSpec{{
-				Type: autoscalingv2.ExternalMetricSourceType,
-				External: &autoscalingv2.ExternalMetricSource{
-					Metric: autoscalingv2.MetricIdentifier{
-						Name:     cluster.ExternalRequestRate,
-						Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": app}},
-					},
-					Target: autoscalingv2.MetricTarget{Type: autoscalingv2.AverageValueMetricType, AverageValue: ptr.To(resource.MustParse("4"))},
-				},
-			}},
-			Behavior: &autoscalingv2.HorizontalPodAutoscalerBehavior{
-				ScaleDown: &autoscalingv2.HPAScalingRules{StabilizationWindowSeconds: ptr.To[int32](20)},
-			},
-		},
-	}
+	return ZeroHPA(ns, app, min, 3, autoscalingv2.MetricIdentifier{
+		Name:     cluster.ExternalRequestRate,
+		Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": app}},
+	}, "4", 20)
 }
 
 // TestHPAMinReplicasZeroWithElasti: an HPA at minReplicas 0 on a real
@@ -67,6 +48,8 @@ func TestHPAMinReplicasZeroWithElasti(t *testing.T) {
 	ns, ip := demoApp(t, e, l.mount)
 	url := httpURL(ip, DemoHTTPPort)
 	answers(t, e, url, 30*time.Second)
+	// The Prometheus adapter's external.metrics.k8s.io, not Elasti's.
+	useExternalMetrics(t)
 	ctx := context.Background()
 	hpas := e.Clientset.AutoscalingV2().HorizontalPodAutoscalers(ns)
 

@@ -18,7 +18,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
-	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	elastiv1alpha1 "elasti.dev/elasti/api/v1alpha1"
@@ -131,11 +130,7 @@ func TestNetworkTriggerWithoutPrometheus(t *testing.T) {
 		// The demo app creates its counter's series on its first request
 		// (until then the trigger says MetricNotFound, and keeps it awake).
 		answers(t, e, httpURL(ip, DemoHTTPPort), time.Minute)
-		e.Create(t, estest.New(ns, "demoapp", estest.Cooldown(5), func(es *elastiv1alpha1.ElastiService) {
-			es.Spec.Triggers = []elastiv1alpha1.ScaleTrigger{{Type: elastiv1alpha1.TriggerTypePodMetrics, Metadata: elastiv1alpha1.TriggerMetadata{
-				MetricName: "http_requests_total", Port: DemoHTTPTarget, Threshold: ptr.To(elastiv1alpha1.Threshold("0.01")),
-			}}}
-		}))
+		e.Create(t, estest.New(ns, "demoapp", estest.Cooldown(5), estest.PodMetrics("http_requests_total", DemoHTTPTarget, "0.01")))
 		// A request every 5 s (0.2/s) is above the threshold: awake.
 		c := e.keepAliveClient(30 * time.Second)
 		stop := every(5*time.Second, func(ctx context.Context) error {

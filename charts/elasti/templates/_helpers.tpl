@@ -22,6 +22,7 @@ too, so two releases never collide.
 {{- define "elasti.webhookName" -}}{{ include "elasti.fullname" . }}-webhook{{- end -}}
 {{- define "elasti.webhookSecretName" -}}{{ include "elasti.fullname" . }}-webhook-cert{{- end -}}
 {{- define "elasti.activationCAName" -}}{{ include "elasti.fullname" . }}-activation-ca{{- end -}}
+{{- define "elasti.metricsAPIName" -}}{{ include "elasti.fullname" . }}-metrics-api{{- end -}}
 
 {{/* Labels on every object. */}}
 {{- define "elasti.labels" -}}
@@ -194,6 +195,9 @@ pods and the leader-election Lease, in the release namespace).
 {{- end -}}
 {{- if and (gt (int .Values.operator.replicas) 1) (not .Values.operator.leaderElection.enabled) -}}
 {{- fail "operator.replicas > 1 needs operator.leaderElection.enabled: only one operator may reconcile" -}}
+{{- end -}}
+{{- if and .Values.metricsAPI.enabled (not .Values.webhook.enabled) -}}
+{{- fail "metricsAPI.enabled needs webhook.enabled: the metrics API serves with the webhook's certificate" -}}
 {{- end -}}
 {{- if and .Values.resolver.autoscaling.enabled (gt (int .Values.resolver.autoscaling.minReplicas) (int .Values.resolver.autoscaling.maxReplicas)) -}}
 {{- fail "resolver.autoscaling.minReplicas must not exceed maxReplicas" -}}

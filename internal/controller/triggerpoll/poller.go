@@ -12,6 +12,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/event"
 
 	elastiv1alpha1 "elasti.dev/elasti/api/v1alpha1"
+	"elasti.dev/elasti/internal/queuemetrics"
 	"elasti.dev/elasti/internal/scaling"
 )
 
@@ -70,7 +71,10 @@ type entry struct {
 func (p *Poller) init() {
 	p.once.Do(func() {
 		p.entries = map[types.NamespacedName]*entry{}
-		p.queue = workqueue.NewTypedWithConfig(workqueue.TypedQueueConfig[types.NamespacedName]{Name: "elasti_trigger_evaluations"})
+		// A nil provider (never, unless controller-runtime changed its
+		// collectors: queuemetrics' test says) is client-go's global one.
+		mp, _ := queuemetrics.Provider()
+		p.queue = workqueue.NewTypedWithConfig(workqueue.TypedQueueConfig[types.NamespacedName]{Name: "elasti_trigger_evaluations", MetricsProvider: mp})
 		p.events = make(chan event.GenericEvent, 1024)
 	})
 }
@@ -111,6 +115,21 @@ func (p *Poller) Result(es *elastiv1alpha1.ElastiService, notBefore time.Time) *
 	}
 	r := *e.result
 	return &r
+}
+
+// Latest returns the latest completed evaluation of key's triggers and when
+// it ended, for readers that only look (the metrics API): it queues
+// nothing, and ok is false when there is none. It answers on the elected
+// leader only; elsewhere the poller does not run.
+func (p *Poller) Latest(key types.NamespacedName) (res scaling.Result, at time.Time, ok bool) {
+	p.init()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	e := p.entries[key]
+	if e == nil || e.result == nil {
+		return scaling.Result{}, time.Time{}, false
+	}
+	return *e.result, e.at, true
 }
 
 // Forget drops what the poller knows of key: the ElastiService is gone. An

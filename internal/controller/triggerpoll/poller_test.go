@@ -172,10 +172,26 @@ func TestPollerTimeout(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	go func() { _ = p.Start(ctx) }()
+	key := types.NamespacedName{Namespace: "ns", Name: "stuck"}
+	if _, _, ok := p.Latest(key); ok {
+		t.Fatal("Latest before any evaluation: ok")
+	}
 	p.Result(es("stuck", 1), time.Time{})
 	waitEvent(t, p, "stuck")
 	if r := p.Result(es("stuck", 1), time.Time{}); r == nil || r.State != scaling.StateUnhealthy {
 		t.Fatalf("after the timeout: %v, want unhealthy", r)
+	}
+	// Latest only looks: an hour on, it still gives the old result and
+	// queues no evaluation.
+	p.Clock.(*clocktesting.FakeClock).Step(time.Hour)
+	if r, _, ok := p.Latest(key); !ok || r.State != scaling.StateUnhealthy {
+		t.Fatalf("Latest: %v, %v; want the unhealthy result", r, ok)
+	}
+	p.mu.Lock()
+	queued := p.entries[key].queued
+	p.mu.Unlock()
+	if queued {
+		t.Error("Latest queued an evaluation")
 	}
 }
 

@@ -49,6 +49,27 @@ func Cooldown(seconds int32) Option {
 	return func(es *elastiv1alpha1.ElastiService) { es.Spec.CooldownPeriod = seconds }
 }
 
+// PodMetrics adds a podMetrics trigger: idle while the rate of counter
+// metric, scraped from the target's ready pods at port, reads below
+// threshold.
+func PodMetrics(metric string, port int32, threshold string) Option {
+	return func(es *elastiv1alpha1.ElastiService) {
+		th := elastiv1alpha1.Threshold(threshold)
+		es.Spec.Triggers = append(es.Spec.Triggers, elastiv1alpha1.ScaleTrigger{
+			Type:     elastiv1alpha1.TriggerTypePodMetrics,
+			Metadata: elastiv1alpha1.TriggerMetadata{MetricName: metric, Port: port, Threshold: &th},
+		})
+	}
+}
+
+// HPA names the HorizontalPodAutoscaler name as the ElastiService's
+// autoscaler.
+func HPA(name string) Option {
+	return func(es *elastiv1alpha1.ElastiService) {
+		es.Spec.Autoscaler = &elastiv1alpha1.AutoscalerRef{Type: elastiv1alpha1.AutoscalerHPA, Name: name}
+	}
+}
+
 // Prometheus adds a Prometheus trigger: idle while query reads below
 // threshold on the server at serverAddress.
 func Prometheus(serverAddress, query, threshold string) Option {
