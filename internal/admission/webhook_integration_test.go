@@ -442,7 +442,6 @@ func webhookConfiguration(t *testing.T, port int) *admissionregistrationv1.Valid
 // runs counts TestWebhook's runs in this process (go test -count).
 var runs int
 
-
 // servedCert is the leaf certificate the webhook server presents to a
 // client that trusts roots and asks for the Service's name.
 func servedCert(t *testing.T, port int, roots *x509.CertPool) *x509.Certificate {

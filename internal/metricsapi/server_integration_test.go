@@ -178,4 +178,3 @@ func grant(t *testing.T, namespace, sa string) {
 		}
 	}
 }
-
