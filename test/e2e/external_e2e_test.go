@@ -34,8 +34,12 @@ type replicaTimeline struct {
 	mu      sync.Mutex
 	start   time.Time
 	changes []replicaChange
-	stop    context.CancelFunc
-	done    sync.WaitGroup
+	// generation is the Deployment's metadata.generation of the last
+	// record: a change of spec.replicas raises it, so a record from the
+	// watch and one from the poll are kept in the Deployment's own order.
+	generation int64
+	stop       context.CancelFunc
+	done       sync.WaitGroup
 }
 
 type replicaChange struct {
@@ -55,7 +59,7 @@ func recordReplicas(t testing.TB, e *Env, ns, name string) *replicaTimeline {
 		cancel()
 		t.Fatalf("record the replicas of %s/%s: %v", ns, name, err)
 	}
-	r.record(ptr.Deref(d.Spec.Replicas, 1))
+	r.record(d)
 	lw := &cache.ListWatch{WatchFuncWithContext: func(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
 		opts.FieldSelector = fields.OneTermEqualSelector("metadata.name", name).String()
 		return deployments.Watch(ctx, opts)
@@ -65,22 +69,47 @@ func recordReplicas(t testing.TB, e *Env, ns, name string) *replicaTimeline {
 		cancel()
 		t.Fatalf("watch %s/%s: %v", ns, name, err)
 	}
-	r.done.Add(1)
+	r.done.Add(2)
 	go func() {
 		defer r.done.Done()
 		// The RetryWatcher closes its channel once ctx ends (finish).
 		for ev := range w.ResultChan() {
 			if d, isDeployment := ev.Object.(*appsv1.Deployment); isDeployment {
-				r.record(ptr.Deref(d.Spec.Replicas, 1))
+				r.record(d)
+			}
+		}
+	}()
+	// A poll beside the watch: in one make test run the watch delivered
+	// no event for minutes (what it got instead was not kept), and the
+	// timeline showed none of the changes the test saw happen.
+	go func() {
+		defer r.done.Done()
+		tick := time.NewTicker(250 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-tick.C:
+			}
+			if d, err := deployments.Get(ctx, name, metav1.GetOptions{}); err == nil {
+				r.record(d)
 			}
 		}
 	}()
 	return r
 }
 
-func (r *replicaTimeline) record(n int32) {
+// record notes d's replicas, unless an equal or later generation was
+// noted already.
+func (r *replicaTimeline) record(d *appsv1.Deployment) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if d.Generation != 0 && d.Generation <= r.generation {
+		return
+	}
+	r.generation = d.Generation
+	n := ptr.Deref(d.Spec.Replicas, 1)
 	if len(r.changes) == 0 || r.changes[len(r.changes)-1].replicas != n {
 		r.changes = append(r.changes, replicaChange{at: time.Now(), replicas: n})
 	}
