@@ -140,6 +140,7 @@ func parseFlags(fs *flag.FlagSet, args []string, getenv func(string) string, zap
 			return o, errors.New("--metrics-api-port needs the environment variable POD_NAME (the downward API's metadata.name): the leader labels its own pod")
 		}
 		o.webhook.APIService, o.webhook.APIServiceService = apiService, o.metricsAPIService
+		o.controller.MeasureRate = true
 	}
 	if o.kubeAPIQPS <= 0 || o.kubeAPIBurst < 1 {
 		return o, fmt.Errorf("--kube-api-qps %v and --kube-api-burst %d must be positive", o.kubeAPIQPS, o.kubeAPIBurst)

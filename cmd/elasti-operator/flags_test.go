@@ -44,6 +44,13 @@ func TestParseFlags(t *testing.T) {
 	if o, err := parse("--activation-audiences="); err != nil || o.activationAudiences != nil {
 		t.Errorf("--activation-audiences= gave %q, %v; want no audiences", o.activationAudiences, err)
 	}
+	if o.controller.MeasureRate {
+		t.Error("the rate is measured while sleep gates hold with the metrics API off")
+	}
+	env["POD_NAME"] = "elasti-operator-0"
+	if o, err := parse("--metrics-api-port=6443"); err != nil || !o.controller.MeasureRate {
+		t.Errorf("--metrics-api-port=6443: MeasureRate %v, %v; want true", o.controller.MeasureRate, err)
+	}
 	for _, bad := range [][]string{{"--port-range=20999-20000"}, {"--port-range=x"}, {"--port-range=0-10"}, {"--resolver-service-account=nobody"}, {"--polling-interval=0s"}, {"--port-quarantine=-1s"},
 		{"--trigger-workers=0"}, {"--trigger-evaluation-timeout=0s"}, {"--kube-api-qps=0"}, {"--kube-api-burst=0"}} {
 		if _, err := parse(bad...); err == nil {

@@ -32,6 +32,13 @@ type Config struct {
 	GracePeriod time.Duration
 	// PollingInterval is how often an awake target's triggers are evaluated.
 	PollingInterval time.Duration
+	// MeasureRate: the metrics API serves elasti_requests_per_second, which
+	// in serve mode is the podMetrics trigger's rate (docs/hpa.md). The
+	// triggers of an awake target with such a trigger are then evaluated
+	// every polling interval even while a sleep gate holds it awake (a
+	// cooldown, keep-awake, outside its enabledPeriod), for the rate alone:
+	// no sleep is decided on them.
+	MeasureRate bool
 	// TriggerWorkers is how many ElastiServices' triggers are evaluated at
 	// once, off the reconcile workers (package triggerpoll).
 	TriggerWorkers int

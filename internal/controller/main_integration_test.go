@@ -66,6 +66,7 @@ func (f *fakeTriggers) Evaluate(context.Context, *elastiv1alpha1.ElastiService) 
 type operator struct {
 	ns, resolverNS string
 	waker          *wakecalls.Waker
+	triggers       *triggerpoll.Poller
 	mgr            ctrl.Manager
 	// stop stops the manager and waits for it; the test's cleanup calls it
 	// too.
@@ -145,7 +146,7 @@ func startOperator(t *testing.T, o operatorOptions) *operator {
 		cancel()
 		t.Fatalf("set up the controller: %v", err)
 	}
-	op.waker = parts.Waker
+	op.waker, op.triggers = parts.Waker, parts.Triggers
 	op.mgr = mgr
 	var wg sync.WaitGroup
 	wg.Add(1)

@@ -55,6 +55,7 @@ func (r *Reconciler) observe(ctx context.Context, es *elastiv1alpha1.ElastiServi
 		Now:          r.clock.Now(),
 		PollInterval: r.cfg.PollingInterval,
 		NoTriggers:   len(es.Spec.Triggers) == 0,
+		RateWanted:   r.cfg.MeasureRate && scaling.MeasuresRate(es),
 		HPA:          hpacustody.Observed{Custody: hold.Custody, Exposed: hold.Exposed},
 		Grace:        plan.GraceObserved{Period: gracePeriodOf(es.Spec, r.cfg.GracePeriod), StartedAt: graceStart(&r.grace, key)},
 		Demand:       plan.Demand{Wake: wakeNow || activation, Traffic: activation, KeepAwake: contract.KeepAwake(es.Annotations)},
@@ -130,6 +131,11 @@ func (r *Reconciler) observe(ctx context.Context, es *elastiv1alpha1.ElastiServi
 		}
 		o.Triggers = r.triggers.Result(es, notBefore)
 		o.TriggersPending = o.Triggers == nil
+	}
+	if o.MeasuresRate() {
+		// Queues an evaluation when the last is half an interval old; the
+		// metrics API reads its rate (Poller.Latest), Decide nothing.
+		r.triggers.Result(es, time.Time{})
 	}
 	if o.NeedsTriggers() && hold.Custody && hold.HPA != nil {
 		var woke time.Time

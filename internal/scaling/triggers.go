@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"slices"
 	"time"
 
 	"k8s.io/utils/clock"
@@ -55,6 +56,14 @@ type Result struct {
 // cooldown period, so that an autoscaler reading it follows load within
 // one or two polling intervals.
 const RateWindow = 30 * time.Second
+
+// MeasuresRate reports whether es has a podMetrics trigger, the one kind
+// whose evaluation gives Result.Rate.
+func MeasuresRate(es *elastiv1alpha1.ElastiService) bool {
+	return slices.ContainsFunc(es.Spec.Triggers, func(t elastiv1alpha1.ScaleTrigger) bool {
+		return t.Type == elastiv1alpha1.TriggerTypePodMetrics
+	})
+}
 
 // Rate is a counter's rate over a recent span.
 type Rate struct {

@@ -13,6 +13,7 @@ import (
 	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	elastiv1alpha1 "elasti.dev/elasti/api/v1alpha1"
 	"elasti.dev/elasti/internal/contract"
 	"elasti.dev/elasti/internal/metricsapi"
 	"elasti.dev/elasti/internal/testenv/estest"
@@ -66,7 +67,9 @@ func registerElastiMetricsAPI(t *testing.T, e *Env) {
 // POSTs:
 //
 //   - each burst wakes the target once, and under it the HPA scales the
-//     target to 2 or more replicas on Elasti's rate;
+//     target to 2 or more replicas on Elasti's rate; in the last, the
+//     target is in the cooldown after its wake (900 s, the default), when
+//     Elasti decides no sleep but still measures the rate;
 //   - after each burst the target goes back to zero, once;
 //
 // and not one POST fails or runs twice.
@@ -133,6 +136,14 @@ func TestHPAOnElastiMetrics(t *testing.T) {
 	const bursts = 5
 	var ok, bad []postResult
 	for i := 1; i <= bursts; i++ {
+		// The last burst comes with the default 900 s cooldown: it wakes
+		// the target into a cooldown, when no sleep is decided, and the
+		// HPA must still get Elasti's rate. The others keep 5 s so that
+		// the test is not spent waiting for sleeps.
+		last := i == bursts
+		if last {
+			setCooldown(t, e, ns, "demoapp", 900)
+		}
 		t0 := time.Now()
 		burst := startKeepAliveFleet(e, url, 6, 200*time.Millisecond, 6*5*180)
 		Eventually(t, 3*time.Minute, time.Second, func(ctx context.Context) error {
@@ -149,6 +160,9 @@ func TestHPAOnElastiMetrics(t *testing.T) {
 		scaledOut := time.Since(t0)
 		time.Sleep(10 * time.Second)
 		burst.finish()
+		if last {
+			setCooldown(t, e, ns, "demoapp", 5)
+		}
 		ok = append(ok, burst.ok...)
 		bad = append(bad, burst.bad...)
 		t.Logf("burst %d at %s: 2+ replicas after %s (Elasti's rate then %.1f/s), %d POSTs",
@@ -167,4 +181,10 @@ func TestHPAOnElastiMetrics(t *testing.T) {
 		t.Errorf("POST sent %s into the test failed: %v", r.at.Sub(start).Round(time.Millisecond), r.err)
 	}
 	checkLedger(t, t.Errorf, l, ok)
+}
+
+// setCooldown sets the ElastiService's cooldownPeriod.
+func setCooldown(t *testing.T, e *Env, ns, name string, seconds int32) {
+	t.Helper()
+	e.UpdateElastiService(t, ns, name, func(es *elastiv1alpha1.ElastiService) { es.Spec.CooldownPeriod = seconds })
 }

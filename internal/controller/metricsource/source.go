@@ -146,7 +146,7 @@ func (s *Source) Read(ctx context.Context, metric string, key types.NamespacedNa
 // triggerRate is serve mode's rate: the first podMetrics trigger's.
 func (s *Source) triggerRate(es *elastiv1alpha1.ElastiService, now time.Time) (metricsapi.Reading, bool, error) {
 	key := client.ObjectKeyFromObject(es)
-	if !slices.ContainsFunc(es.Spec.Triggers, func(t elastiv1alpha1.ScaleTrigger) bool { return t.Type == elastiv1alpha1.TriggerTypePodMetrics }) {
+	if !scaling.MeasuresRate(es) {
 		return metricsapi.Reading{}, false, fmt.Errorf(
 			"ElastiService %s has no podMetrics trigger: in serve mode %s is the request rate such a trigger scrapes from the target's pods", key, metricsapi.MetricRate)
 	}

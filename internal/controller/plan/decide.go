@@ -54,6 +54,8 @@ func Decide(o Observed) Plan {
 	case p.RequeueAfter != 0:
 	case p.Mode == elastiv1alpha1.ModeServe && o.Sleep.Polls:
 		p.RequeueAfter = minPositive(o.PollInterval, o.Sleep.Wait)
+	case p.Mode == elastiv1alpha1.ModeServe && o.MeasuresRate():
+		p.RequeueAfter = o.PollInterval
 	case o.Service.PortsErr != nil:
 		// A freed port wakes the waiters through the allocator's events;
 		// this poll is only a backstop.

@@ -10,6 +10,7 @@ import (
 	elastiv1alpha1 "elasti.dev/elasti/api/v1alpha1"
 	"elasti.dev/elasti/internal/contract"
 	"elasti.dev/elasti/internal/controller/hpacustody"
+	"elasti.dev/elasti/internal/controller/refusals"
 	"elasti.dev/elasti/internal/controller/targets"
 	"elasti.dev/elasti/internal/scaling"
 	"elasti.dev/elasti/internal/sleepgate"
@@ -77,6 +78,14 @@ func TestDecide(t *testing.T) {
 			Plan{Slices: SliceDelete, Mode: elastiv1alpha1.ModeServe, Active: contract.ReasonServing, RequeueAfter: 5 * time.Second}},
 		{"no triggers: no polling", base(PhaseServe, func(o *Observed) { o.Sleep = sleepgate.Verdict{Reason: sleepgate.ReasonNoTriggers} }),
 			Plan{Slices: SliceDelete, Mode: elastiv1alpha1.ModeServe, Active: contract.ReasonServing}},
+		{"keep-awake: no polling", base(PhaseServe, func(o *Observed) { o.Sleep = sleepgate.Verdict{Reason: sleepgate.ReasonKeepAwake} }),
+			Plan{Slices: SliceDelete, Mode: elastiv1alpha1.ModeServe, Active: contract.ReasonServing}},
+		// The metrics API serves the podMetrics trigger's rate: measured
+		// at the polling interval while a gate holds, never acted on.
+		{"keep-awake, rate served: polls for the rate", base(PhaseServe, func(o *Observed) {
+			o.Sleep = sleepgate.Verdict{Reason: sleepgate.ReasonKeepAwake}
+			o.RateWanted = true
+		}), serve},
 		{"wake in serve", base(PhaseServe, func(o *Observed) { o.Demand.Wake = true; o.Triggers = nil }),
 			Plan{Wake: true, Slices: SliceDelete, Mode: elastiv1alpha1.ModeServe, Active: contract.ReasonServing, RequeueAfter: 30 * time.Second}},
 		{"target put to zero by someone else is proxied", base(PhaseServe, func(o *Observed) { o.Target.Replicas = 0 }),
@@ -324,6 +333,40 @@ func TestNeedsTriggers(t *testing.T) {
 	} {
 		if got := tc.o.NeedsTriggers(); got != tc.want {
 			t.Errorf("%s: needsTriggers() = %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}
+
+func TestMeasuresRate(t *testing.T) {
+	open := sleepgate.Verdict{Reason: sleepgate.ReasonOpen, Polls: true}
+	cooldown := sleepgate.Verdict{Reason: sleepgate.ReasonInCooldown, Polls: true, Wait: time.Hour}
+	base := func(ph Phase, mut func(*Observed)) Observed {
+		o := Observed{Phase: ph, Sleep: cooldown, RateWanted: true, Target: TargetObserved{Found: true, Replicas: 1}}
+		if mut != nil {
+			mut(&o)
+		}
+		return o
+	}
+	for _, tc := range []struct {
+		name string
+		o    Observed
+		want bool
+	}{
+		{"serve, in cooldown", base(PhaseServe, nil), true},
+		{"serve, keep-awake", base(PhaseServe, func(o *Observed) { o.Sleep = sleepgate.Verdict{Reason: sleepgate.ReasonKeepAwake} }), true},
+		{"serve, wake requested", base(PhaseServe, func(o *Observed) { o.Demand.Wake = true }), true},
+		{"serve, rate not served", base(PhaseServe, func(o *Observed) { o.RateWanted = false }), false},
+		// The evaluation the decision needs gives the rate anyway.
+		{"serve, gates open", base(PhaseServe, func(o *Observed) { o.Sleep = open }), false},
+		{"serve, target at zero", base(PhaseServe, func(o *Observed) { o.Target.Replicas = 0 }), false},
+		{"serve, target missing", base(PhaseServe, func(o *Observed) { o.Target.Found = false }), false},
+		{"serve, Service refused", base(PhaseServe, func(o *Observed) { o.Service.Refusal = refusals.Refusal{Reason: "Test"} }), false},
+		// The resolvers' counts are the rate in proxy mode.
+		{"grace running", base(PhaseScalingDown, nil), false},
+		{"proxy", base(PhaseProxy, func(o *Observed) { o.Target.Replicas = 0 }), false},
+	} {
+		if got := tc.o.MeasuresRate(); got != tc.want {
+			t.Errorf("%s: MeasuresRate() = %v, want %v", tc.name, got, tc.want)
 		}
 	}
 }

@@ -31,6 +31,10 @@ type Observed struct {
 	// NoTriggers: the ElastiService has none. It sleeps only if an HPA in
 	// custody says so alone (HPA).
 	NoTriggers bool
+	// RateWanted: the metrics API serves this ElastiService's rate from
+	// its podMetrics trigger (controller.Config.MeasureRate), so that
+	// MeasuresRate may keep the triggers evaluated.
+	RateWanted bool
 	// HPA is what the HPA spec.autoscaler names has to say (package
 	// hpacustody).
 	HPA          hpacustody.Observed
@@ -145,4 +149,13 @@ func (o Observed) NeedsTriggers() bool {
 	default:
 		return false
 	}
+}
+
+// MeasuresRate says whether observe keeps the triggers evaluated though
+// Decide does not read them: an awake target in serve mode whose rate the
+// metrics API serves, held awake by a sleep gate. An HPA scaling it on
+// that rate needs it during the cooldown after a wake most of all.
+func (o Observed) MeasuresRate() bool {
+	return o.RateWanted && o.Phase == PhaseServe && o.Target.Found && o.Target.Replicas > 0 &&
+		!o.Service.Refusal.Refused() && !o.NeedsTriggers()
 }

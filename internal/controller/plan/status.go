@@ -148,7 +148,7 @@ func DesiredStatus(es *elastiv1alpha1.ElastiService, o Observed, p Plan, fx Effe
 	}
 	for _, typ := range []string{elastiv1alpha1.ConditionIdle, elastiv1alpha1.ConditionTriggersHealthy} {
 		if meta.FindStatusCondition(st.Conditions, typ) == nil {
-			set(typ, metav1.ConditionUnknown, ReasonNotEvaluated, "the triggers are evaluated once the cooldown is over and inside the enabledPeriod")
+			set(typ, metav1.ConditionUnknown, ReasonNotEvaluated, "the triggers are evaluated for a sleep once the cooldown is over and inside the enabledPeriod")
 		}
 	}
 
