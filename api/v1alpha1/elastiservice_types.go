@@ -37,6 +37,10 @@ type ElastiServiceList struct {
 // ElastiServiceSpec says which Service and workload to manage and when the
 // workload may sleep. Field names follow KubeElasti's, so a manifest migrates by
 // changing its apiVersion.
+//
+// +kubebuilder:validation:XValidation:rule="!has(self.sleepMode) || self.sleepMode != 'Doze' || has(self.doze)",message="spec.doze is required with spec.sleepMode: Doze: the CPU request (and, if wanted, the memory request) each container is lowered to while dozing, such as doze: {cpu: 5m}",fieldPath=".doze",reason="FieldValueRequired"
+// +kubebuilder:validation:XValidation:rule="!has(self.doze) || (has(self.sleepMode) && self.sleepMode == 'Doze')",message="spec.doze is read only with spec.sleepMode: Doze; set sleepMode: Doze, or remove doze to scale the target to zero",fieldPath=".doze",reason="FieldValueForbidden"
+// +kubebuilder:validation:XValidation:rule="!has(self.sleepMode) || self.sleepMode != 'Doze' || (self.scaleTargetRef.apiVersion == 'apps/v1' && self.scaleTargetRef.kind in ['Deployment', 'StatefulSet'])",messageExpression="'spec.sleepMode: Doze resizes the pods of a Deployment or StatefulSet (apiVersion apps/v1); ' + self.scaleTargetRef.apiVersion + ' ' + self.scaleTargetRef.kind + ' is neither. Use sleepMode: ScaleToZero for it'",fieldPath=".sleepMode"
 type ElastiServiceSpec struct {
 	// Service is the name of the existing Service, in the same namespace, that
 	// clients call.
@@ -114,6 +118,20 @@ type ElastiServiceSpec struct {
 	// Proxy tunes how the resolver holds traffic while the target is at zero.
 	// +optional
 	Proxy *ProxySpec `json:"proxy,omitempty"`
+
+	// SleepMode is what a sleep does to the target: ScaleToZero (the
+	// default) scales it to zero replicas; Doze keeps its pods and lowers
+	// their requests in place to spec.doze's floor (see SleepMode). Either
+	// way the Service's traffic goes through the resolvers while the
+	// target sleeps, and a request wakes it.
+	// +optional
+	// +kubebuilder:default=ScaleToZero
+	SleepMode SleepMode `json:"sleepMode,omitempty"`
+
+	// Doze is the floor of sleepMode Doze: required with it, refused
+	// without it.
+	// +optional
+	Doze *DozeSpec `json:"doze,omitempty"`
 }
 
 // ScaleTargetRef names a resource with a /scale subresource in the

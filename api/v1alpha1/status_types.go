@@ -130,4 +130,10 @@ type ElastiServiceStatus struct {
 	// when no wake is in progress. The resolvers' waking page shows it.
 	// +optional
 	WakeProgress *WakeProgress `json:"wakeProgress,omitempty"`
+
+	// Doze records the requests the current doze lowered, per pod and
+	// container, so that a wake writes them back (spec.sleepMode Doze).
+	// Unset while the target is not dozing.
+	// +optional
+	Doze *DozeStatus `json:"doze,omitempty"`
 }
