@@ -59,6 +59,16 @@ func effectsOf(es *elastiv1alpha1.ElastiService, scaleResource func(schema.Group
 		})
 	}
 
+	// A doze resizes the target's pods, which the pods/resize
+	// subresource authorizes apart from any other right on pods.
+	if es.Spec.SleepMode == elastiv1alpha1.SleepModeDoze {
+		out = append(out, effect{
+			field: spec.Child("sleepMode"),
+			attrs: authorizationv1.ResourceAttributes{Namespace: ns, Verb: "patch", Resource: "pods", Subresource: "resize"},
+			does:  "resize the pods of " + ref.Kind + " " + ref.Name,
+		})
+	}
+
 	if a := es.Spec.Autoscaler; a != nil {
 		gr := schema.GroupResource{Group: "autoscaling", Resource: "horizontalpodautoscalers"}
 		if a.Type == elastiv1alpha1.AutoscalerKEDA {
@@ -177,6 +187,9 @@ func permission(a authorizationv1.ResourceAttributes) string {
 	}
 	if a.Subresource != "" {
 		res += "/" + a.Subresource
+	}
+	if a.Name == "" {
+		return fmt.Sprintf("%s %s in namespace %s", a.Verb, res, a.Namespace)
 	}
 	return fmt.Sprintf("%s %s %q in namespace %s", a.Verb, res, a.Name, a.Namespace)
 }

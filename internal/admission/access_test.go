@@ -26,6 +26,7 @@ func TestEffectsOf(t *testing.T) {
 	es := estest.New("ns", "db", estest.Prometheus("http://p:9090", "up", "1"), estest.Prometheus("http://p:9090", "up", "1"), func(es *elastiv1alpha1.ElastiService) {
 		es.Spec.ScaleTargetRef = elastiv1alpha1.ScaleTargetRef{APIVersion: "apps/v1", Kind: "StatefulSet", Name: "db"}
 		es.Spec.Autoscaler = &elastiv1alpha1.AutoscalerRef{Type: elastiv1alpha1.AutoscalerKEDA, Name: "db-so"}
+		es.Spec.SleepMode = elastiv1alpha1.SleepModeDoze
 		es.Spec.Triggers[1].Metadata.BasicAuthSecretRef = &elastiv1alpha1.LocalSecretReference{Name: "basic"}
 		es.Spec.Proxy = &elastiv1alpha1.ProxySpec{
 			StaticResponses: []elastiv1alpha1.StaticResponse{{}},
@@ -42,6 +43,7 @@ func TestEffectsOf(t *testing.T) {
 	}
 	want := []string{
 		`spec.scaleTargetRef → update statefulsets.apps/scale "db" in namespace ns`,
+		`spec.sleepMode → patch pods/resize in namespace ns`,
 		`spec.autoscaler → patch scaledobjects.keda.sh "db-so" in namespace ns`,
 		`spec.triggers[1].metadata.basicAuthSecretRef → get secrets "basic" in namespace ns`,
 		`spec.proxy.staticResponses → update services "db" in namespace ns`,

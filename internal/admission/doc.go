@@ -13,6 +13,11 @@
 // that finalizer and label updates of objects stored before a check existed
 // are never blocked.
 //
+// A sleepMode Doze is checked against the target's pod template, read
+// live (doze.go): a BestEffort or Guaranteed target, or a floor above a
+// container's request, is refused with package doze's words, the rules
+// the operator holds each pod to before it resizes it.
+//
 // It also refuses an ElastiService whose author may not do what it makes
 // the operator do (access.go): a SubjectAccessReview in the author's name
 // for each effect of the spec.

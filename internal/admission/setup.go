@@ -177,7 +177,7 @@ func Setup(mgr ctrl.Manager, cfg Config) (*Serving, error) {
 		}
 	}
 	srv := webhook.NewServer(webhook.Options{Port: cfg.Port, CertDir: cfg.CertDir})
-	v := Validator{Limits: cfg.Limits}
+	v := Validator{Limits: cfg.Limits, Templates: APIPodTemplates{Reader: mgr.GetAPIReader()}}
 	if cfg.ReviewAccess {
 		v.Access = &AccessReview{Client: mgr.GetClient(), Mapper: mgr.GetRESTMapper()}
 	}

@@ -15,12 +15,14 @@ import (
 )
 
 // Validator answers the API server's admission reviews of ElastiServices
-// with Check and the cluster admin's Limits, then, if Access is set, with
-// the access review of everything the ElastiService makes the operator do
-// (access.go).
+// with Check and the cluster admin's Limits, then, if Templates is set,
+// with the checks of a Doze against its target's pod template (doze.go),
+// then, if Access is set, with the access review of everything the
+// ElastiService makes the operator do (access.go).
 type Validator struct {
-	Access *AccessReview
-	Limits Limits
+	Access    *AccessReview
+	Limits    Limits
+	Templates PodTemplates
 }
 
 var _ ctrladmission.Validator[*elastiv1alpha1.ElastiService] = Validator{}
@@ -33,6 +35,11 @@ func (v Validator) ValidateCreate(ctx context.Context, es *elastiv1alpha1.Elasti
 
 func (v Validator) validate(ctx context.Context, es *elastiv1alpha1.ElastiService) error {
 	errs := append(Check(es), v.Limits.check(&es.Spec, field.NewPath("spec"))...)
+	dozeErrs, err := dozeTarget(ctx, v.Templates, es)
+	if err != nil {
+		return apierrors.NewInternalError(err)
+	}
+	errs = append(errs, dozeErrs...)
 	if err := invalid(es, errs); err != nil || v.Access == nil {
 		return err
 	}
