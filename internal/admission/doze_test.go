@@ -44,7 +44,9 @@ func container(name string, requests, limits corev1.ResourceList) corev1.Contain
 }
 
 func TestValidatorDozeTemplate(t *testing.T) {
-	cpu := func(s string) corev1.ResourceList { return corev1.ResourceList{corev1.ResourceCPU: resource.MustParse(s)} }
+	cpu := func(s string) corev1.ResourceList {
+		return corev1.ResourceList{corev1.ResourceCPU: resource.MustParse(s)}
+	}
 	burstable := template(container("app", cpu("100m"), nil))
 	for _, tc := range []struct {
 		name  string
