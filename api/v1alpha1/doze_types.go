@@ -61,6 +61,14 @@ type DozeStatus struct {
 	// Since is when the doze began: when the first pod was resized.
 	Since metav1.Time `json:"since"`
 
+	// TemplateHash is a hash of the target's pod template when the doze
+	// began. Another hash means the template changed (a rollout, a
+	// rollout restart): its new pods come at full size, and the target is
+	// woken.
+	// +optional
+	// +kubebuilder:validation:MaxLength=64
+	TemplateHash string `json:"templateHash,omitempty"`
+
 	// Pods are the pods resized, one record each, keyed by the pod's UID:
 	// a pod recreated under the same name (a StatefulSet ordinal, an
 	// evicted pod) is a new pod at its template's size, and has no record.

@@ -194,3 +194,18 @@ func apply(pod *corev1.Pod, p Patch) {
 		}
 	}
 }
+
+func TestTemplateHash(t *testing.T) {
+	a := &corev1.PodTemplateSpec{Spec: corev1.PodSpec{Containers: []corev1.Container{ctr("app", "cpu=100m", "")}}}
+	b := a.DeepCopy()
+	if TemplateHash(a) == "" || TemplateHash(a) != TemplateHash(b) {
+		t.Fatalf("equal templates hash to %q and %q", TemplateHash(a), TemplateHash(b))
+	}
+	b.Annotations = map[string]string{"kubectl.kubernetes.io/restartedAt": "2026-12-04T17:00:00Z"}
+	if TemplateHash(a) == TemplateHash(b) {
+		t.Error("a rollout restart does not change the hash")
+	}
+	if TemplateHash(nil) != "" {
+		t.Error("no template hashes to something")
+	}
+}
