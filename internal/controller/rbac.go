@@ -19,6 +19,10 @@ package controller
 // without a ReplicaFailure condition whose wake created no pod
 // (fallback.Tracker.NotCreated); none is watched or cached.
 //
+// A sleepMode Doze resizes the target's pods in place (package dozer):
+// patch on pods/resize, a subresource no rule on pods covers. The pods
+// are listed with the list rule above, live, and never watched.
+//
 // Nodes are read, live, for network triggers: a Node's address and kubelet
 // port, then its kubelet's Summary API, which the kubelet authorizes as get
 // on nodes/stats (internal/scaling/kubelet.go). nodes/proxy is not needed.
@@ -38,6 +42,7 @@ package controller
 // +kubebuilder:rbac:groups=discovery.k8s.io,resources=endpointslices,verbs=get;list;watch;create;update;patch;delete
 // +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch,namespace=elasti-system
 // +kubebuilder:rbac:groups="",resources=pods,verbs=list
+// +kubebuilder:rbac:groups="",resources=pods/resize,verbs=patch
 // +kubebuilder:rbac:groups="",resources=nodes,verbs=get
 // +kubebuilder:rbac:groups="",resources=nodes/stats,verbs=get
 // +kubebuilder:rbac:groups=coordination.k8s.io,resources=leases,verbs=get;list;watch;create;update;patch;delete,namespace=elasti-system

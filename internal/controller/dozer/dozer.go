@@ -1,0 +1,185 @@
+package dozer
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	elastiv1alpha1 "elasti.dev/elasti/api/v1alpha1"
+	"elasti.dev/elasti/internal/doze"
+)
+
+var (
+	// ErrUnsupportedTarget: the target is not a Deployment or a
+	// StatefulSet, the kinds whose pods a doze resizes.
+	ErrUnsupportedTarget = errors.New("sleepMode Doze takes a Deployment or a StatefulSet")
+	// ErrNoRoom: the API server refused to raise a pod's requests back
+	// (HTTP 403). Kubernetes 1.37 refuses at admission a resize its node
+	// has not the allocatable resources for, where the kubelet would
+	// otherwise have said Infeasible; a policy refusing the write looks
+	// the same. Either way the pod cannot wake in place, and the caller
+	// scales out a fresh pod through /scale instead of waiting for room.
+	ErrNoRoom = errors.New("the pod's requests cannot be raised back in place")
+)
+
+// Dozer reads a target's pods and resizes them.
+type Dozer struct {
+	// Live reads the target and lists its pods, uncached.
+	Live client.Reader
+	// Client writes the pods' resize subresource.
+	Client client.Client
+}
+
+// Target is a Doze target as read now: its pod template's hash and its
+// live pods.
+type Target struct {
+	TemplateHash string
+	// Pods are the target's pods that are not being deleted, by name.
+	Pods []corev1.Pod
+}
+
+// Read reads es's target and lists its pods by the target's selector.
+func (d *Dozer) Read(ctx context.Context, es *elastiv1alpha1.ElastiService) (Target, error) {
+	ref := es.Spec.ScaleTargetRef
+	key := types.NamespacedName{Namespace: es.Namespace, Name: ref.Name}
+	var sel *metav1.LabelSelector
+	var tmpl *corev1.PodTemplateSpec
+	switch {
+	case ref.APIVersion == "apps/v1" && ref.Kind == "Deployment":
+		obj := &appsv1.Deployment{}
+		if err := d.Live.Get(ctx, key, obj); err != nil {
+			return Target{}, fmt.Errorf("get Deployment %s: %w", key, err)
+		}
+		sel, tmpl = obj.Spec.Selector, &obj.Spec.Template
+	case ref.APIVersion == "apps/v1" && ref.Kind == "StatefulSet":
+		obj := &appsv1.StatefulSet{}
+		if err := d.Live.Get(ctx, key, obj); err != nil {
+			return Target{}, fmt.Errorf("get StatefulSet %s: %w", key, err)
+		}
+		sel, tmpl = obj.Spec.Selector, &obj.Spec.Template
+	default:
+		return Target{}, fmt.Errorf("%w: %s %s", ErrUnsupportedTarget, ref.APIVersion, ref.Kind)
+	}
+	s, err := metav1.LabelSelectorAsSelector(sel)
+	if err != nil || s.Empty() {
+		// An empty selector would list every pod of the namespace.
+		return Target{}, fmt.Errorf("the selector of %s %s selects no pods of its own: %v", ref.Kind, key, err)
+	}
+	list := &corev1.PodList{}
+	if err := d.Live.List(ctx, list, client.InNamespace(es.Namespace), client.MatchingLabelsSelector{Selector: s}); err != nil {
+		return Target{}, fmt.Errorf("list the pods of %s %s: %w", ref.Kind, key, err)
+	}
+	t := Target{TemplateHash: doze.TemplateHash(tmpl)}
+	for _, p := range list.Items {
+		if p.DeletionTimestamp == nil && p.Status.Phase != corev1.PodSucceeded && p.Status.Phase != corev1.PodFailed {
+			t.Pods = append(t.Pods, p)
+		}
+	}
+	sort.Slice(t.Pods, func(i, j int) bool { return t.Pods[i].Name < t.Pods[j].Name })
+	return t, nil
+}
+
+// Shrink resizes each of pods to floor and returns the records for
+// status.doze.pods, one per pod with something to free, by pod name.
+// prev are the records so far: a pod's own record keeps its requests from
+// before the doze, and records of pods no longer listed are dropped.
+//
+// Every pod is checked before any is written: a pod that cannot doze
+// (doze.ErrRefused, such as one a VPA made Guaranteed) leaves all of them
+// as they are. A write that fails stops there; the records returned then
+// cover the pods written so far, so the caller can record them and undo
+// them (Restore) before it scales the target to zero instead.
+func (d *Dozer) Shrink(ctx context.Context, pods []corev1.Pod, floor elastiv1alpha1.DozeSpec, prev []elastiv1alpha1.DozedPod) ([]elastiv1alpha1.DozedPod, error) {
+	type planned struct {
+		pod   *corev1.Pod
+		patch doze.Patch
+		rec   elastiv1alpha1.DozedPod
+	}
+	byUID := recordsByUID(prev)
+	plans := make([]planned, 0, len(pods))
+	for i := range pods {
+		p := &pods[i]
+		var before *elastiv1alpha1.DozedPod
+		if r, ok := byUID[string(p.UID)]; ok {
+			before = &r
+		}
+		patch, rec, err := doze.Shrink(p, floor, before)
+		if err != nil {
+			return nil, err
+		}
+		plans = append(plans, planned{p, patch, rec})
+	}
+	var out []elastiv1alpha1.DozedPod
+	for _, pl := range plans {
+		if len(pl.rec.Containers) == 0 {
+			continue
+		}
+		if !pl.patch.Empty() {
+			gen, err := d.resize(ctx, pl.pod, pl.patch)
+			if err != nil {
+				return out, err
+			}
+			pl.rec.Generation = gen
+		}
+		out = append(out, pl.rec)
+	}
+	return out, nil
+}
+
+// Restore writes the recorded requests back on each pod of pods that has
+// a record; the caller waits for them with Observe. It writes every pod it
+// can before it returns the first error; ErrNoRoom says that a pod's
+// requests cannot be raised in place.
+func (d *Dozer) Restore(ctx context.Context, pods []corev1.Pod, recs []elastiv1alpha1.DozedPod) error {
+	byUID := recordsByUID(recs)
+	var first error
+	for i := range pods {
+		p := &pods[i]
+		rec, ok := byUID[string(p.UID)]
+		if !ok {
+			continue
+		}
+		patch := doze.Restore(p, rec)
+		if patch.Empty() {
+			continue
+		}
+		_, err := d.resize(ctx, p, patch)
+		if apierrors.IsForbidden(err) {
+			err = fmt.Errorf("%w: %w", ErrNoRoom, err)
+		}
+		if err != nil && first == nil {
+			first = err
+		}
+	}
+	return first
+}
+
+// resize writes patch to pod's resize subresource and returns the pod's
+// generation after it.
+func (d *Dozer) resize(ctx context.Context, pod *corev1.Pod, patch doze.Patch) (int64, error) {
+	data, err := patch.JSON()
+	if err != nil {
+		return 0, err
+	}
+	obj := pod.DeepCopy()
+	if err := d.Client.SubResource("resize").Patch(ctx, obj, client.RawPatch(types.StrategicMergePatchType, data)); err != nil {
+		return 0, fmt.Errorf("resize pod %s/%s: %w", pod.Namespace, pod.Name, err)
+	}
+	return obj.Generation, nil
+}
+
+func recordsByUID(recs []elastiv1alpha1.DozedPod) map[string]elastiv1alpha1.DozedPod {
+	out := make(map[string]elastiv1alpha1.DozedPod, len(recs))
+	for _, r := range recs {
+		out[r.UID] = r
+	}
+	return out
+}
