@@ -76,6 +76,10 @@ const (
 	ReasonScaledToZero = "ScaledToZero"
 	// ReasonWaking: the target was woken and has no ready endpoint yet.
 	ReasonWaking = "Waking"
+	// ReasonDozing: the target's pods are kept with their requests lowered
+	// to spec.doze's floor (sleepMode Doze), and the resolvers receive the
+	// Service's traffic.
+	ReasonDozing = "Dozing"
 )
 
 // Finalizer lets the operator restore the Service and the workload before an

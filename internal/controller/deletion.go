@@ -73,6 +73,9 @@ func (r *Reconciler) finalize(ctx context.Context, es *elastiv1alpha1.ElastiServ
 			return ctrl.Result{}, err
 		}
 	}
+	if err := r.restoreDozing(ctx, es); err != nil {
+		return ctrl.Result{}, err
+	}
 	replicas, targetFound, err := r.target.Restore(ctx, es, es.Spec.ScaleTargetRef)
 	if err != nil {
 		return ctrl.Result{}, err

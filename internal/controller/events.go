@@ -22,6 +22,15 @@ const (
 	// EventPreWarmed: a spec.preWarm firing was acted on: the target was
 	// woken, or was up already and its cooldown starts again.
 	EventPreWarmed = "PreWarmed"
+	// EventDozed: a sleepMode Doze lowered the requests of the target's
+	// pods; EventDozeRefused: they could not doze, and the target went to
+	// zero instead; EventDozeWoke: their requests are back.
+	EventDozed       = "Dozed"
+	EventDozeRefused = "DozeRefused"
+	EventDozeWoke    = "DozeWoke"
+	// EventDozeWakeRefused: the API server refused to give a dozing pod
+	// its requests back (its node has no room).
+	EventDozeWakeRefused = "DozeWakeRefused"
 )
 
 // eventRecorder is the part of events.EventRecorder the reconciler uses.

@@ -15,6 +15,7 @@ import (
 
 	elastiv1alpha1 "elasti.dev/elasti/api/v1alpha1"
 	"elasti.dev/elasti/internal/contract"
+	"elasti.dev/elasti/internal/controller/dozer"
 	"elasti.dev/elasti/internal/controller/fallback"
 	"elasti.dev/elasti/internal/controller/hpacustody"
 	"elasti.dev/elasti/internal/controller/ledger"
@@ -40,6 +41,9 @@ type listed struct {
 	// service is the Service spec.service names; nil when it does not
 	// exist. claim allocates resolver ports to its ports.
 	service *corev1.Service
+	// doze is a sleepMode Doze target's pods, read while it dozes or is
+	// about to; execute resizes them.
+	doze dozer.Target
 }
 
 // observe reads everything decide needs, and keeps in listed what the
@@ -119,6 +123,7 @@ func (r *Reconciler) observe(ctx context.Context, es *elastiv1alpha1.ElastiServi
 	o.Concerns.Progress = wakeprogress.Observe(ctx, r.live, es, o.Now, pods, podsListed, notCreated)
 
 	o.Phase = plan.CurrentPhase(es.Status, o.Target.Replicas)
+	o.Doze, l.doze = r.observeDoze(ctx, es, o)
 	o.Sleep = sleepgate.Evaluate(hpacustody.GateView(es, hold.Custody), o.Now)
 	if o.NeedsTriggers() && !o.NoTriggers {
 		// The latest result, or nil while an evaluation runs: in serve

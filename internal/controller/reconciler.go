@@ -2,6 +2,7 @@ package controller
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -17,6 +18,8 @@ import (
 
 	elastiv1alpha1 "elasti.dev/elasti/api/v1alpha1"
 	"elasti.dev/elasti/internal/contract"
+	"elasti.dev/elasti/internal/doze"
+	"elasti.dev/elasti/internal/controller/dozer"
 	"elasti.dev/elasti/internal/controller/fallback"
 	"elasti.dev/elasti/internal/controller/hpacustody"
 	"elasti.dev/elasti/internal/controller/plan"
@@ -80,6 +83,8 @@ type Reconciler struct {
 	// and those pods' Events. The cache holds only resolver pods, and no
 	// Event.
 	live client.Reader
+	// dozer reads and resizes the pods of a sleepMode Doze target (doze.go).
+	dozer *dozer.Dozer
 	// fallback reads what the FallbackActive condition needs, and
 	// remembers, per ElastiService, why the API server refused the last
 	// wake's scale write, until a wake goes through.
@@ -194,7 +199,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.
 		return ctrl.Result{}, err
 	}
 	setModeMetric(es.Namespace, es.Name, p.Mode)
-	if fx.Recorded && p.Sleep {
+	if fx.Recorded && (p.Sleep || p.Doze) && fx.Dozed == nil {
 		return ctrl.Result{RequeueAfter: soon}, nil
 	}
 	return ctrl.Result{RequeueAfter: p.RequeueAfter}, nil
@@ -343,9 +348,10 @@ func (r *Reconciler) execute(ctx context.Context, es *elastiv1alpha1.ElastiServi
 		r.recorder.Eventf(es, nil, corev1.EventTypeWarning, EventResolversGone, "FailOpen",
 			"no ready resolver in %s: removed the proxy EndpointSlice and kept %s %s awake", r.cfg.ResolverNamespace, es.Spec.ScaleTargetRef.Kind, es.Spec.ScaleTargetRef.Name)
 	}
-	if fx.Recorded && p.Sleep {
+	if fx.Recorded && (p.Sleep || p.Doze) {
 		// The status records the grace period as still running: the scale
-		// to zero, and the status that says so, are the next reconcile's.
+		// to zero (or the doze), and the status that says so, are the next
+		// reconcile's.
 		return fx, nil
 	}
 	key := client.ObjectKeyFromObject(es)
@@ -354,6 +360,31 @@ func (r *Reconciler) execute(ctx context.Context, es *elastiv1alpha1.ElastiServi
 		r.grace.Set(key, o.Now)
 	case p.Active != contract.ReasonScalingDown:
 		r.grace.Delete(key)
+	}
+	if p.Undoze {
+		if err := r.undoze(ctx, es, l, p); err != nil {
+			return fx, err
+		}
+	}
+	if p.Doze {
+		dozed, err := r.doze(ctx, es, o, l, p, fx)
+		switch {
+		case errors.Is(err, doze.ErrRefused) && o.Doze.Dozing:
+			// A pod that appeared while the others doze, and cannot:
+			// it runs at full size, and the others stay dozing.
+			log.Info("a new pod of the dozing target cannot doze; left at full size", "reason", err.Error())
+		case errors.Is(err, doze.ErrRefused):
+			// The pods cannot doze: the target sleeps as it would
+			// without sleepMode Doze.
+			log.Info("the target's pods cannot doze: scaling it to zero instead", "reason", err.Error())
+			r.recorder.Eventf(es, nil, corev1.EventTypeWarning, EventDozeRefused, "Doze", "%v; scaling %s %s to zero instead",
+				err, es.Spec.ScaleTargetRef.Kind, es.Spec.ScaleTargetRef.Name)
+			p.Sleep = true
+		case err != nil:
+			return fx, err
+		case dozed != nil:
+			fx.Dozed, fx.Recorded = dozed, true
+		}
 	}
 	if p.Sleep {
 		n, err := r.target.Sleep(ctx, es, o.Target.Replicas)

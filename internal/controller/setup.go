@@ -23,6 +23,7 @@ import (
 
 	elastiv1alpha1 "elasti.dev/elasti/api/v1alpha1"
 	"elasti.dev/elasti/internal/controller/fallback"
+	"elasti.dev/elasti/internal/controller/dozer"
 	"elasti.dev/elasti/internal/controller/hpacustody"
 	"elasti.dev/elasti/internal/controller/podtemplates"
 	"elasti.dev/elasti/internal/controller/ports"
@@ -196,6 +197,7 @@ func Setup(ctx context.Context, mgr ctrl.Manager, cfg Config, deps Deps) (*Parts
 	}
 	r.templates = &podtemplates.Cache{Live: live, Targets: r.targets}
 	r.live = live
+	r.dozer = &dozer.Dozer{Live: live, Client: mgr.GetClient()}
 	r.fallback = &fallback.Tracker{Services: r.client, Targets: r.templates, Events: live,
 		Status: r.client, Recorder: r.recorder}
 	return &Parts{

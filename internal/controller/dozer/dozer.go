@@ -87,24 +87,30 @@ func (d *Dozer) Read(ctx context.Context, es *elastiv1alpha1.ElastiService) (Tar
 	return t, nil
 }
 
-// Shrink resizes each of pods to floor and returns the records for
-// status.doze.pods, one per pod with something to free, by pod name.
-// prev are the records so far: a pod's own record keeps its requests from
-// before the doze, and records of pods no longer listed are dropped.
-//
-// Every pod is checked before any is written: a pod that cannot doze
-// (doze.ErrRefused, such as one a VPA made Guaranteed) leaves all of them
-// as they are. A write that fails stops there; the records returned then
-// cover the pods written so far, so the caller can record them and undo
-// them (Restore) before it scales the target to zero instead.
-func (d *Dozer) Shrink(ctx context.Context, pods []corev1.Pod, floor elastiv1alpha1.DozeSpec, prev []elastiv1alpha1.DozedPod) ([]elastiv1alpha1.DozedPod, error) {
-	type planned struct {
-		pod   *corev1.Pod
-		patch doze.Patch
-		rec   elastiv1alpha1.DozedPod
-	}
+// Resizes are the writes of a doze, planned: each pod's patch, and the
+// records for status.doze.pods.
+type Resizes struct {
+	// Records are one per pod with something to free, by pod name.
+	Records []elastiv1alpha1.DozedPod
+	writes  []write
+}
+
+type write struct {
+	pod   *corev1.Pod
+	patch doze.Patch
+	// rec is the index of the pod's record in Records.
+	rec int
+}
+
+// Plan plans the doze of pods at floor, writing nothing. prev are the
+// records so far: a pod's own record keeps its requests from before the
+// doze, and the records of pods no longer listed are dropped, so planning
+// again over dozed pods changes nothing. Every pod is checked before any
+// is written: one that cannot doze (doze.ErrRefused, such as a pod a VPA
+// made Guaranteed) makes the whole doze fail.
+func Plan(pods []corev1.Pod, floor elastiv1alpha1.DozeSpec, prev []elastiv1alpha1.DozedPod) (Resizes, error) {
 	byUID := recordsByUID(prev)
-	plans := make([]planned, 0, len(pods))
+	var out Resizes
 	for i := range pods {
 		p := &pods[i]
 		var before *elastiv1alpha1.DozedPod
@@ -113,25 +119,50 @@ func (d *Dozer) Shrink(ctx context.Context, pods []corev1.Pod, floor elastiv1alp
 		}
 		patch, rec, err := doze.Shrink(p, floor, before)
 		if err != nil {
-			return nil, err
+			return Resizes{}, err
 		}
-		plans = append(plans, planned{p, patch, rec})
-	}
-	var out []elastiv1alpha1.DozedPod
-	for _, pl := range plans {
-		if len(pl.rec.Containers) == 0 {
+		if len(rec.Containers) == 0 {
 			continue
 		}
-		if !pl.patch.Empty() {
-			gen, err := d.resize(ctx, pl.pod, pl.patch)
-			if err != nil {
-				return out, err
-			}
-			pl.rec.Generation = gen
+		if !patch.Empty() {
+			// A resize changes the spec, which the API server counts
+			// with one generation: the record is written before the
+			// resize, and Apply corrects it from the answer.
+			rec.Generation = p.Generation + 1
 		}
-		out = append(out, pl.rec)
+		out.Records = append(out.Records, rec)
+		if !patch.Empty() {
+			out.writes = append(out.writes, write{pod: p, patch: patch, rec: len(out.Records) - 1})
+		}
 	}
 	return out, nil
+}
+
+// Apply writes the planned resizes, and sets each written pod's record
+// to the generation the resize gave it. It stops at the first write that
+// fails. The reconciler records Records in status.doze before it applies
+// them, so that a doze cut short is still known, and undone by a wake.
+func (d *Dozer) Apply(ctx context.Context, rs *Resizes) error {
+	for _, w := range rs.writes {
+		gen, err := d.resize(ctx, w.pod, w.patch)
+		if err != nil {
+			return err
+		}
+		rs.Records[w.rec].Generation = gen
+	}
+	return nil
+}
+
+// Shrink plans the doze of pods (Plan) and applies it, and returns the
+// records; on a failed write, those planned, for the caller to record and
+// undo.
+func (d *Dozer) Shrink(ctx context.Context, pods []corev1.Pod, floor elastiv1alpha1.DozeSpec, prev []elastiv1alpha1.DozedPod) ([]elastiv1alpha1.DozedPod, error) {
+	rs, err := Plan(pods, floor, prev)
+	if err != nil {
+		return nil, err
+	}
+	err = d.Apply(ctx, &rs)
+	return rs.Records, err
 }
 
 // Restore writes the recorded requests back on each pod of pods that has

@@ -10,6 +10,9 @@ import (
 type Report struct {
 	// Done: every recorded pod's resize is done (doze.Done).
 	Done bool
+	// Restored: every recorded pod still there has its requests from
+	// before the doze in its spec again; with Done, the wake is over.
+	Restored bool
 	// Waiting are the recorded pods whose resize is still in progress.
 	Waiting []string
 	// Deferred, Infeasible and Failed are the recorded pods whose resize
@@ -37,7 +40,7 @@ type Report struct {
 // It reads the pods' own spec as the goal, so it serves a doze and a wake
 // alike.
 func Observe(t Target, st *elastiv1alpha1.DozeStatus) Report {
-	r := Report{Done: true}
+	r := Report{Done: true, Restored: true}
 	if st == nil {
 		for _, p := range t.Pods {
 			r.Unrecorded = append(r.Unrecorded, p.Name)
@@ -55,6 +58,9 @@ func Observe(t Target, st *elastiv1alpha1.DozeStatus) Report {
 			continue
 		}
 		seen[rec.UID] = true
+		if !doze.Restore(p, rec).Empty() {
+			r.Restored = false
+		}
 		if len(doze.Restarted(p, rec)) > 0 {
 			r.Restarted = append(r.Restarted, p.Name)
 		}

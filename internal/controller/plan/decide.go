@@ -29,6 +29,16 @@ type Plan struct {
 	Slices SliceAction
 	// Sleep: pause KEDA and scale to zero (the grace period is over).
 	Sleep bool
+	// Doze: lower the requests of the target's pods to spec.doze's floor
+	// and record them in status.doze (sleepMode Doze, instead of Sleep);
+	// while dozing, also the pods that appeared since.
+	Doze bool
+	// Undoze: write the requests recorded in status.doze back on the
+	// target's pods (a wake of a dozing target).
+	Undoze bool
+	// DozeOver: every pod has its requests back and applied; status.doze
+	// is cleared.
+	DozeOver bool
 	// StartGrace: record that the grace period starts now.
 	StartGrace bool
 	Mode       elastiv1alpha1.Mode
@@ -69,6 +79,15 @@ func Decide(o Observed) Plan {
 	if recheck := fallback.Recheck(o.Concerns.Fallback, o.Now); recheck > 0 {
 		p.RequeueAfter = earliestRequeue(p.RequeueAfter, recheck)
 	}
+	// A dozing target's pods are not watched: a wake comes back for them
+	// until their requests are back, and a doze to see them restart.
+	if o.Doze.Dozing && !p.DozeOver {
+		recheck := o.PollInterval
+		if p.Undoze {
+			recheck = dozeRecheck
+		}
+		p.RequeueAfter = earliestRequeue(p.RequeueAfter, recheck)
+	}
 	// A wake from zero comes back to read its pods again until one is
 	// Ready: they are not watched, and an image pull changes none of them.
 	if recheck := wakeprogress.Recheck(o.Concerns.Progress, p.Mode, p.Active); recheck > 0 {
@@ -78,8 +97,50 @@ func Decide(o Observed) Plan {
 }
 
 func transition(o Observed) Plan {
+	p := transitionReplicas(o)
+	if o.Doze.Dozing {
+		dozeTransition(o, &p)
+	}
+	return p
+}
+
+// dozeTransition adjusts p for a dozing target. A dozing target is asleep
+// with its pods Ready, so the replica count and the Service's endpoints
+// cannot say it sleeps; status.doze does. Its wake is the write of the
+// recorded requests, not a scale from zero, and it is over when every pod
+// has them back and applied: until then the target stays in proxy mode,
+// Waking. Anything that wakes a target at zero wakes a dozing one, and so
+// do a restarted container, a rollout, and resolvers that cannot take
+// the traffic (never doze with nothing to hold the traffic). A scale-down
+// in flight is left alone: the doze it ends in keeps the first records.
+func dozeTransition(o Observed, p *Plan) {
+	if o.Doze.Err != nil || o.Phase == PhaseScalingDown || p.StartGrace {
+		return
+	}
+	wake := p.Wake || p.FailOpen || o.Demand.KeepAwake || o.Doze.wakeNeeded() || !proxyPossible(o)
+	if o.Phase == PhaseProxy && !wake {
+		p.Slices, p.Mode, p.Active = SliceEnsure, elastiv1alpha1.ModeProxy, contract.ReasonDozing
+		// Pods that appeared since (a scale-out) doze too, and the
+		// records of pods gone are dropped.
+		p.Doze = len(o.Doze.Report.Unrecorded) > 0 || len(o.Doze.Report.Gone) > 0
+		return
+	}
+	p.Undoze = true
+	p.DozeOver = o.Doze.over()
+	if p.DozeOver || p.FailOpen || o.Phase == PhaseServe || !proxyPossible(o) {
+		return
+	}
+	p.Slices, p.Mode, p.Active = SliceEnsure, elastiv1alpha1.ModeProxy, contract.ReasonWaking
+}
+
+// proxyPossible says whether the resolvers can take the Service's traffic.
+func proxyPossible(o Observed) bool {
+	return o.Service.Found && o.Target.Found && !o.Service.Refusal.Refused() && o.Service.PortsErr == nil && len(o.Service.Ports) > 0 && o.Resolvers > 0
+}
+
+func transitionReplicas(o Observed) Plan {
 	p := Plan{Slices: SliceDelete, Mode: elastiv1alpha1.ModeServe, Active: contract.ReasonServing}
-	canProxy := o.Service.Found && !o.Service.Refusal.Refused() && o.Service.PortsErr == nil && len(o.Service.Ports) > 0 && o.Resolvers > 0
+	canProxy := proxyPossible(o)
 
 	if !o.Service.Found || !o.Target.Found {
 		// Nothing to route or nothing to scale: stay out of the data path.
@@ -148,6 +209,10 @@ func transition(o Observed) Plan {
 			// scale-down went through but whose status was not written:
 			// finish it.)
 			p.Slices, p.Mode, p.Active = SliceEnsure, elastiv1alpha1.ModeProxy, contract.ReasonScaledToZero
+			if o.Doze.On && o.Target.Replicas > 0 {
+				p.Doze, p.Active = true, contract.ReasonDozing
+				return p
+			}
 			p.Sleep = true
 			return p
 		default:

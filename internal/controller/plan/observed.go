@@ -40,6 +40,8 @@ type Observed struct {
 	HPA          hpacustody.Observed
 	Grace        GraceObserved
 	PollInterval time.Duration
+	// Doze is what sleepMode Doze needs.
+	Doze DozeObserved
 	// Concerns is what the concern packages observed for their parts of
 	// the status.
 	Concerns ConcernsObserved

@@ -19,7 +19,8 @@ const (
 	// resolvers, which report it as activation calls; at its end the
 	// triggers are evaluated again.
 	PhaseScalingDown Phase = "ScalingDown"
-	// PhaseProxy: the target is at zero and the resolvers hold traffic.
+	// PhaseProxy: the target is at zero, or dozing, and the resolvers hold
+	// traffic.
 	PhaseProxy Phase = "Proxy"
 	// PhaseWaking: the target was woken and has replicas; the resolvers hold
 	// traffic until it has a ready endpoint.
@@ -27,15 +28,18 @@ const (
 )
 
 // CurrentPhase derives the phase from the persisted status and the target's
-// replica count.
+// replica count. A dozing target (status.doze, Active reason Dozing) is
+// asleep with its replicas; once a wake began writing its requests back,
+// the Active reason says Waking.
 func CurrentPhase(st elastiv1alpha1.ElastiServiceStatus, replicas int32) Phase {
 	if st.Mode != elastiv1alpha1.ModeProxy {
 		return PhaseServe
 	}
-	if c := meta.FindStatusCondition(st.Conditions, elastiv1alpha1.ConditionActive); c != nil && c.Reason == contract.ReasonScalingDown {
+	c := meta.FindStatusCondition(st.Conditions, elastiv1alpha1.ConditionActive)
+	if c != nil && c.Reason == contract.ReasonScalingDown {
 		return PhaseScalingDown
 	}
-	if replicas == 0 {
+	if replicas == 0 || (st.Doze != nil && c != nil && c.Reason == contract.ReasonDozing) {
 		return PhaseProxy
 	}
 	return PhaseWaking

@@ -30,9 +30,12 @@ type Effects struct {
 	// this many replicas since observe read it, and left it there.
 	Raised int32
 	// Recorded: the reconcile wrote the status to record the proxy ports
-	// ahead of the proxy slice (the reconciler's recordProxyPorts), and
-	// writes it no more.
+	// ahead of the proxy slice (the reconciler's recordProxyPorts), or the
+	// doze's records ahead of its resizes, and writes it no more.
 	Recorded bool
+	// Dozed is status.doze as this reconcile's doze planned it: what the
+	// target's pods had before, recorded before any is resized.
+	Dozed *elastiv1alpha1.DozeStatus
 }
 
 // DesiredStatus builds the status a reconcile should leave behind. It keeps
@@ -42,6 +45,19 @@ type Effects struct {
 func DesiredStatus(es *elastiv1alpha1.ElastiService, o Observed, p Plan, fx Effects, resolverNamespace string) elastiv1alpha1.ElastiServiceStatus {
 	st := *es.Status.DeepCopy()
 	now := metav1.NewTime(o.Now)
+	if fx.Slept && p.Active == contract.ReasonDozing {
+		// The pods could not doze, and the target went to zero instead.
+		p.Active = contract.ReasonScaledToZero
+	}
+	switch {
+	case fx.Dozed != nil:
+		if st.Doze == nil {
+			st.LastScaledDownTime = &now
+		}
+		st.Doze = fx.Dozed
+	case p.DozeOver:
+		st.Doze = nil
+	}
 	st.ObservedGeneration = es.Generation
 	st.Mode = p.Mode
 	if o.Service.Found && o.Service.PortsErr == nil {
@@ -105,6 +121,9 @@ func DesiredStatus(es *elastiv1alpha1.ElastiService, o Observed, p Plan, fx Effe
 		set(elastiv1alpha1.ConditionActive, metav1.ConditionUnknown, ReasonTargetNotFound, "the scale target cannot be read")
 	case p.Active == contract.ReasonScaledToZero:
 		set(elastiv1alpha1.ConditionActive, metav1.ConditionFalse, contract.ReasonScaledToZero, "the target is at zero replicas; the resolvers hold its traffic")
+	case p.Active == contract.ReasonDozing:
+		set(elastiv1alpha1.ConditionActive, metav1.ConditionFalse, contract.ReasonDozing,
+			"the target's pods are dozing: their requests are lowered to spec.doze's floor and their limits kept; the resolvers receive its traffic")
 	case p.Active == contract.ReasonScalingDown:
 		set(elastiv1alpha1.ConditionActive, metav1.ConditionTrue, contract.ReasonScalingDown, fmt.Sprintf(
 			"the triggers are idle; the target goes to zero after the %s grace period, unless traffic reaches a resolver first", o.Grace.Period))
