@@ -18,7 +18,6 @@ import (
 
 	elastiv1alpha1 "elasti.dev/elasti/api/v1alpha1"
 	"elasti.dev/elasti/internal/contract"
-	"elasti.dev/elasti/internal/doze"
 	"elasti.dev/elasti/internal/controller/dozer"
 	"elasti.dev/elasti/internal/controller/fallback"
 	"elasti.dev/elasti/internal/controller/hpacustody"
@@ -30,6 +29,7 @@ import (
 	"elasti.dev/elasti/internal/controller/targets"
 	"elasti.dev/elasti/internal/controller/triggerpoll"
 	"elasti.dev/elasti/internal/controller/wakecalls"
+	"elasti.dev/elasti/internal/doze"
 	"elasti.dev/elasti/internal/keyed"
 )
 
