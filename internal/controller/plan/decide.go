@@ -114,7 +114,18 @@ func transition(o Observed) Plan {
 // the traffic (never doze with nothing to hold the traffic). A scale-down
 // in flight is left alone: the doze it ends in keeps the first records.
 func dozeTransition(o Observed, p *Plan) {
-	if o.Doze.Err != nil || o.Phase == PhaseScalingDown || p.StartGrace {
+	if o.Phase == PhaseScalingDown || p.StartGrace {
+		return
+	}
+	if o.Doze.Err != nil {
+		// The pods cannot be read: neither doze nor undo anything, and
+		// keep the traffic with the resolvers while there are some.
+		if !p.FailOpen && proxyPossible(o) && (o.Phase == PhaseProxy || o.Phase == PhaseWaking) {
+			p.Slices, p.Mode, p.Active = SliceEnsure, elastiv1alpha1.ModeProxy, contract.ReasonWaking
+			if o.Phase == PhaseProxy && !p.Wake {
+				p.Active = contract.ReasonDozing
+			}
+		}
 		return
 	}
 	wake := p.Wake || p.FailOpen || o.Demand.KeepAwake || o.Doze.wakeNeeded() || !proxyPossible(o)
