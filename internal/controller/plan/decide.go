@@ -130,10 +130,12 @@ func dozeTransition(o Observed, p *Plan) {
 	}
 	wake := p.Wake || p.FailOpen || o.Demand.KeepAwake || o.Doze.wakeNeeded() || !proxyPossible(o)
 	if o.Phase == PhaseProxy && !wake {
+		// The doze is planned again at each look: pods that appeared
+		// since (a scale-out) doze too, the records of pods gone are
+		// dropped, and a doze cut short after its records were written
+		// is finished. Over pods already dozing it writes nothing.
 		p.Slices, p.Mode, p.Active = SliceEnsure, elastiv1alpha1.ModeProxy, contract.ReasonDozing
-		// Pods that appeared since (a scale-out) doze too, and the
-		// records of pods gone are dropped.
-		p.Doze = len(o.Doze.Report.Unrecorded) > 0 || len(o.Doze.Report.Gone) > 0
+		p.Doze = true
 		return
 	}
 	p.Undoze = true

@@ -77,7 +77,7 @@ func TestDecideDoze(t *testing.T) {
 		{"a target someone put at zero is not dozed", base(PhaseScalingDown, func(o *Observed) { o.Target.Replicas = 0 }),
 			with(proxy(contract.ReasonScaledToZero), func(p *Plan) { p.Sleep = true })},
 		{"dozing pods are Ready, yet it stays asleep in proxy mode", base(PhaseProxy, asleep(dozed)),
-			with(proxy(contract.ReasonDozing), func(p *Plan) { p.RequeueAfter = 30 * time.Second })},
+			with(proxy(contract.ReasonDozing), func(p *Plan) { p.Doze, p.RequeueAfter = true, 30*time.Second })},
 		{"a pod that appeared while dozing dozes too", base(PhaseProxy, asleep(dozer.Report{Done: true, Unrecorded: []string{"web-c"}})),
 			with(proxy(contract.ReasonDozing), func(p *Plan) { p.Doze, p.RequeueAfter = true, 30*time.Second })},
 		{"a wake writes the requests back and waits, in proxy mode", base(PhaseProxy, func(o *Observed) { asleep(dozed)(o); o.Demand.Wake = true }),
