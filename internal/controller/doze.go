@@ -23,7 +23,8 @@ func (r *Reconciler) observeDoze(ctx context.Context, es *elastiv1alpha1.ElastiS
 		On:     es.Spec.SleepMode == elastiv1alpha1.SleepModeDoze && es.Spec.Doze != nil,
 		Dozing: es.Status.Doze != nil,
 	}
-	if r.dozer == nil || !o.Target.Found || !(d.Dozing || d.On && o.Phase == plan.PhaseScalingDown) {
+	mayDoze := d.On && o.Phase == plan.PhaseScalingDown
+	if r.dozer == nil || !o.Target.Found || !d.Dozing && !mayDoze {
 		return d, dozer.Target{}
 	}
 	t, err := r.dozer.Read(ctx, es)

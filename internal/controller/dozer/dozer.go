@@ -69,9 +69,12 @@ func (d *Dozer) Read(ctx context.Context, es *elastiv1alpha1.ElastiService) (Tar
 		return Target{}, fmt.Errorf("%w: %s %s", ErrUnsupportedTarget, ref.APIVersion, ref.Kind)
 	}
 	s, err := metav1.LabelSelectorAsSelector(sel)
-	if err != nil || s.Empty() {
+	if err != nil {
+		return Target{}, fmt.Errorf("read the selector of %s %s: %w", ref.Kind, key, err)
+	}
+	if s.Empty() {
 		// An empty selector would list every pod of the namespace.
-		return Target{}, fmt.Errorf("the selector of %s %s selects no pods of its own: %v", ref.Kind, key, err)
+		return Target{}, fmt.Errorf("%w: the selector of %s %s is empty", ErrUnsupportedTarget, ref.Kind, key)
 	}
 	list := &corev1.PodList{}
 	if err := d.Live.List(ctx, list, client.InNamespace(es.Namespace), client.MatchingLabelsSelector{Selector: s}); err != nil {
