@@ -29,6 +29,12 @@ func TestScaleDownVerdict(t *testing.T) {
 			want: "asleep: scaled to zero 120m ago; the first request, or `kubectl elasti wake httpbin`, wakes it",
 		},
 		{
+			name: "dozing",
+			es: testES(asleep(2*time.Hour),
+				setCond(cond(elastiv1alpha1.ConditionActive, metav1.ConditionFalse, contract.ReasonDozing, ""))),
+			want: "asleep: dozing for 120m, its pods kept with their requests lowered to spec.doze; the first request through a resolver, or `kubectl elasti wake httpbin`, wakes it",
+		},
+		{
 			name: "grace period running",
 			es: testES(func(es *elastiv1alpha1.ElastiService) { es.Status.Mode = elastiv1alpha1.ModeProxy },
 				setCond(cond(elastiv1alpha1.ConditionActive, metav1.ConditionTrue, contract.ReasonScalingDown, ""))),
