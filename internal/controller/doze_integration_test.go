@@ -5,10 +5,12 @@ package controller
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -28,6 +30,16 @@ import (
 
 func dozeTarget(t *testing.T, ns string) {
 	t.Helper()
+	dozeTargetWith(t, ns, corev1.ResourceRequirements{
+		Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("250m"), corev1.ResourceMemory: resource.MustParse("128Mi")},
+		Limits:   corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("256Mi")},
+	})
+}
+
+// dozeTargetWith makes the Deployment web, its two pods web-a and web-b
+// with resources res, and their Node.
+func dozeTargetWith(t *testing.T, ns string, res corev1.ResourceRequirements) {
+	t.Helper()
 	ctx := context.Background()
 	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: ns + "-node"}}
 	mustCreate(t, node)
@@ -40,10 +52,7 @@ func dozeTarget(t *testing.T, ns string) {
 	labels := map[string]string{"app": "web"}
 	tmpl := corev1.PodTemplateSpec{
 		ObjectMeta: metav1.ObjectMeta{Labels: labels},
-		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: "example.invalid/app:1", Resources: corev1.ResourceRequirements{
-			Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("250m"), corev1.ResourceMemory: resource.MustParse("128Mi")},
-			Limits:   corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("256Mi")},
-		}}}},
+		Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: "example.invalid/app:1", Resources: res}}},
 	}
 	mustCreate(t, &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "web"}, Spec: appsv1.DeploymentSpec{
 		Replicas: ptr.To(int32(2)), Selector: &metav1.LabelSelector{MatchLabels: labels}, Template: tmpl}})
@@ -233,4 +242,40 @@ func TestDozeRestartWakesAndDeletionRestores(t *testing.T) {
 	if err := wantReplicas(op.ns, "web", 2)(); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// TestDozeRefusedScalesToZero: pods that cannot doze (Guaranteed: lowering
+// requests alone would change their QoS class, which a resize may not do)
+// are left as they are, and the target sleeps by scaling to zero, with an
+// Event that says why. Admission refuses such a target when it exists at
+// creation; here there is no webhook, as when the target changed since.
+func TestDozeRefusedScalesToZero(t *testing.T) {
+	op := startOperator(t, operatorOptions{triggers: newFakeTriggers(scaling.StateIdle)})
+	createResolver(t, op.resolverNS, "resolver-a", true, "10.0.0.1")
+	guaranteed := corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("500m"), corev1.ResourceMemory: resource.MustParse("256Mi")}
+	dozeTargetWith(t, op.ns, corev1.ResourceRequirements{Requests: guaranteed, Limits: guaranteed})
+	createService(t, op.ns, "web")
+	setOwnSlice(t, op.ns, "web", true)
+	createES(t, op.ns, "web", "web", "web", dozing("5m"))
+
+	eventually(t, wait, "scaled to zero instead", wantReplicas(op.ns, "web", 0))
+	eventually(t, wait, "Active=False ScaledToZero", wantCondition(op.ns, "web", elastiv1alpha1.ConditionActive, metav1.ConditionFalse, contract.ReasonScaledToZero))
+	if err := wantDozeRecords(op.ns, -1)(); err != nil {
+		t.Fatal(err)
+	}
+	if err := wantPodCPU(op.ns, "500m", "web-a", "web-b")(); err != nil {
+		t.Fatalf("a refused doze resized a pod: %v", err)
+	}
+	eventually(t, wait, "a DozeRefused Event", func() error {
+		list := &eventsv1.EventList{}
+		if err := k8s.List(context.Background(), list, client.InNamespace(op.ns)); err != nil {
+			return err
+		}
+		for _, e := range list.Items {
+			if e.Reason == EventDozeRefused && strings.Contains(e.Note, "Guaranteed") {
+				return nil
+			}
+		}
+		return fmt.Errorf("no DozeRefused Event naming the Guaranteed pods among %d Events", len(list.Items))
+	})
 }

@@ -90,6 +90,14 @@ func (d *Dozer) Read(ctx context.Context, es *elastiv1alpha1.ElastiService) (Tar
 	return t, nil
 }
 
+// MaxPods and MaxContainers are the CRD's bounds on status.doze.pods and
+// on a record's containers: a doze that would record more is refused
+// rather than written and rejected.
+const (
+	MaxPods       = 256
+	MaxContainers = 64
+)
+
 // Resizes are the writes of a doze, planned: each pod's patch, and the
 // records for status.doze.pods.
 type Resizes struct {
@@ -126,6 +134,12 @@ func Plan(pods []corev1.Pod, floor elastiv1alpha1.DozeSpec, prev []elastiv1alpha
 		}
 		if len(rec.Containers) == 0 {
 			continue
+		}
+		if len(rec.Containers) > MaxContainers {
+			return Resizes{}, fmt.Errorf("%w: pod %s has more than %d containers to resize, more than status.doze records", doze.ErrRefused, p.Name, MaxContainers)
+		}
+		if len(out.Records) == MaxPods {
+			return Resizes{}, fmt.Errorf("%w: the target has more than %d pods to resize, more than status.doze records", doze.ErrRefused, MaxPods)
 		}
 		if !patch.Empty() {
 			// A resize changes the spec, which the API server counts
