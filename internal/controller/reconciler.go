@@ -371,8 +371,9 @@ func (r *Reconciler) execute(ctx context.Context, es *elastiv1alpha1.ElastiServi
 		switch {
 		case errors.Is(err, doze.ErrRefused) && o.Doze.Dozing:
 			// A pod that appeared while the others doze, and cannot:
-			// it runs at full size, and the others stay dozing.
-			log.Info("a new pod of the dozing target cannot doze; left at full size", "reason", err.Error())
+			// it runs at full size, and the others stay dozing. Seen at
+			// every look, so not worth more than a debug line.
+			log.V(1).Info("a new pod of the dozing target cannot doze; left at full size", "reason", err.Error())
 		case errors.Is(err, doze.ErrRefused):
 			// The pods cannot doze: the target sleeps as it would
 			// without sleepMode Doze.
