@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	elastiv1alpha1 "elasti.dev/elasti/api/v1alpha1"
@@ -43,6 +44,8 @@ func TestSleepModeIsDefaultedAndDozeAccepted(t *testing.T) {
 	} {
 		obj := decode(t, validManifest)
 		obj.SetName(fmt.Sprintf("doze-ok-%d", i))
+		// A Doze takes no autoscaler yet (TestInvalidSleepModeIsRefused).
+		unstructured.RemoveNestedField(obj.Object, "spec", "autoscaler")
 		set(obj.Object, tc.kind, "spec", "scaleTargetRef", "kind")
 		set(obj.Object, "Doze", "spec", "sleepMode")
 		set(obj.Object, tc.cpu, "spec", "doze", "cpu")
@@ -113,6 +116,10 @@ func TestInvalidSleepModeIsRefused(t *testing.T) {
 			set(o, "Doze", "spec", "sleepMode")
 			set(o, "5m", "spec", "doze", "cpu")
 		}, []string{"spec.sleepMode", "spec.sleepMode: Doze resizes the pods of a Deployment or StatefulSet (apiVersion apps/v1); argoproj.io/v1alpha1 Rollout is neither. Use sleepMode: ScaleToZero for it"}},
+		{"with an autoscaler", func(o map[string]any) {
+			set(o, "Doze", "spec", "sleepMode")
+			set(o, "5m", "spec", "doze", "cpu")
+		}, []string{"spec.autoscaler", "spec.sleepMode: Doze cannot be used with spec.autoscaler (keda httpbin) yet"}},
 		{"replicaset", func(o map[string]any) {
 			set(o, "ReplicaSet", "spec", "scaleTargetRef", "kind")
 			set(o, "Doze", "spec", "sleepMode")
