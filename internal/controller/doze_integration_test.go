@@ -279,3 +279,44 @@ func TestDozeRefusedScalesToZero(t *testing.T) {
 		return fmt.Errorf("no DozeRefused Event naming the Guaranteed pods among %d Events", len(list.Items))
 	})
 }
+
+// TestDozeRolloutWakesAndNewPodsDoze: a pod that appears while the target
+// dozes (a scale-out) dozes too; a change of the pod template (a rollout,
+// which brings pods at full size) wakes the target.
+func TestDozeRolloutWakesAndNewPodsDoze(t *testing.T) {
+	trig := newFakeTriggers(scaling.StateIdle)
+	op := startOperator(t, operatorOptions{triggers: trig})
+	createResolver(t, op.resolverNS, "resolver-a", true, "10.0.0.1")
+	dozeTarget(t, op.ns)
+	createService(t, op.ns, "web")
+	setOwnSlice(t, op.ns, "web", true)
+	createES(t, op.ns, "web", "web", "web", dozing("5m"))
+	eventually(t, wait, "dozing", wantPodCPU(op.ns, "5m", "web-a", "web-b"))
+	trig.set(scaling.StateActive)
+
+	// A third pod, as the ReplicaSet would make it after a scale-out.
+	d := &appsv1.Deployment{}
+	if err := k8s.Get(context.Background(), types.NamespacedName{Namespace: op.ns, Name: "web"}, d); err != nil {
+		t.Fatal(err)
+	}
+	a := &corev1.Pod{}
+	if err := k8s.Get(context.Background(), types.NamespacedName{Namespace: op.ns, Name: "web-a"}, a); err != nil {
+		t.Fatal(err)
+	}
+	c := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: op.ns, Name: "web-c", Labels: d.Spec.Template.Labels}, Spec: *d.Spec.Template.Spec.DeepCopy()}
+	c.Spec.NodeName = a.Spec.NodeName
+	mustCreate(t, c)
+	dozeKubelet(t, op.ns, "web-c", nil)
+	eventually(t, wait, "the new pod dozes too", wantPodCPU(op.ns, "5m", "web-c"))
+	eventually(t, wait, "and is recorded", wantDozeRecords(op.ns, 3))
+	if err := wantMode(op.ns, "web", elastiv1alpha1.ModeProxy)(); err != nil {
+		t.Fatal(err)
+	}
+
+	d.Spec.Template.Annotations = map[string]string{"kubectl.kubernetes.io/restartedAt": "2026-12-04T17:00:00Z"}
+	if err := k8s.Update(context.Background(), d); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, wait, "a rollout wakes the dozing pods", wantPodCPU(op.ns, "250m", "web-a", "web-b", "web-c"))
+	eventually(t, wait, "waking", wantCondition(op.ns, "web", elastiv1alpha1.ConditionActive, metav1.ConditionTrue, contract.ReasonWaking))
+}
