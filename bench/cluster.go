@@ -239,7 +239,9 @@ func (b *bench) cleanup() {
 	defer cancel()
 	for _, ns := range []string{nsScale, nsSlow, nsBurst, nsHPA, nsTails, nsCold, nsPlain} {
 		if err := deleteAllES(ctx, ns); err != nil {
-			logf("cleanup %s: %v", ns, err)
+			// The API server goes on deleting for many minutes, and a
+			// test run on this cluster meanwhile times out its reads.
+			logf("cleanup %s: %v; the cluster is still deleting the bench's objects: take it down (make cluster-down) before running tests on it", ns, err)
 		}
 		err := kube.Client.Delete(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})
 		if err != nil && !apierrors.IsNotFound(err) {
