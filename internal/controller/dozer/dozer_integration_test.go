@@ -15,6 +15,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/version"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	elastiv1alpha1 "elasti.dev/elasti/api/v1alpha1"
@@ -309,7 +310,13 @@ func TestDozeMeetsTheUnexpected(t *testing.T) {
 		t.Errorf("a rollout restart while dozing is not reported: %+v", r)
 	}
 
-	// web-0 cannot get its 250m back on this node.
+	// web-0 cannot get its 250m back on this node. The API server refuses
+	// such a resize at admission from 1.37 on; before, it accepts it and
+	// leaves the refusal to the kubelet (Infeasible), which envtest has not.
+	if !version.MustParseGeneric(env.Version).AtLeast(version.MajorMinor(1, 37)) {
+		t.Logf("kube-apiserver %s does not check a resize against the node's allocatable; the refused wake is not tried", env.Version)
+		return
+	}
 	err = d.Restore(ctx, tgt.Pods, recs)
 	if !errors.Is(err, ErrNoRoom) || !apierrors.IsForbidden(err) {
 		t.Fatalf("wake without room: %v, want ErrNoRoom wrapping the API server's Forbidden", err)
