@@ -91,7 +91,7 @@ func (r *Reconciler) doze(ctx context.Context, es *elastiv1alpha1.ElastiService,
 // undoze writes the requests recorded in status.doze back on the target's
 // pods. A pod whose node has no room left is reported and left dozing,
 // still serving at the floor; the others wake.
-func (r *Reconciler) undoze(ctx context.Context, es *elastiv1alpha1.ElastiService, l listed, p plan.Plan) error {
+func (r *Reconciler) undoze(ctx context.Context, es *elastiv1alpha1.ElastiService, l listed) error {
 	if es.Status.Doze == nil {
 		return nil
 	}
@@ -101,14 +101,15 @@ func (r *Reconciler) undoze(ctx context.Context, es *elastiv1alpha1.ElastiServic
 		r.recorder.Eventf(es, nil, corev1.EventTypeWarning, EventDozeWakeRefused, "Wake", "%v", err)
 		return nil
 	}
-	if err != nil {
-		return err
-	}
-	if p.DozeOver {
-		r.recorder.Eventf(es, nil, corev1.EventTypeNormal, EventDozeWoke, "Wake", "the %d dozing pods of %s %s have their requests back",
-			len(es.Status.Doze.Pods), es.Spec.ScaleTargetRef.Kind, es.Spec.ScaleTargetRef.Name)
-	}
-	return nil
+	return err
+}
+
+// reportWoke says that a dozing target's wake is over, once the status no
+// longer records the doze: a status write that conflicted is retried with
+// a reconcile that sees the doze over again, and says it only then.
+func (r *Reconciler) reportWoke(es *elastiv1alpha1.ElastiService, dozed []elastiv1alpha1.DozedPod) {
+	r.recorder.Eventf(es, nil, corev1.EventTypeNormal, EventDozeWoke, "Wake", "the %d dozing pods of %s %s have their requests back",
+		len(dozed), es.Spec.ScaleTargetRef.Kind, es.Spec.ScaleTargetRef.Name)
 }
 
 // restoreDozing writes back the requests of a dozing target's pods when

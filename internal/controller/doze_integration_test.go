@@ -284,15 +284,13 @@ func TestDozeRefusedScalesToZero(t *testing.T) {
 // dozes (a scale-out) dozes too; a change of the pod template (a rollout,
 // which brings pods at full size) wakes the target.
 func TestDozeRolloutWakesAndNewPodsDoze(t *testing.T) {
-	trig := newFakeTriggers(scaling.StateIdle)
-	op := startOperator(t, operatorOptions{triggers: trig})
+	op := startOperator(t, operatorOptions{triggers: newFakeTriggers(scaling.StateIdle)})
 	createResolver(t, op.resolverNS, "resolver-a", true, "10.0.0.1")
 	dozeTarget(t, op.ns)
 	createService(t, op.ns, "web")
 	setOwnSlice(t, op.ns, "web", true)
 	createES(t, op.ns, "web", "web", "web", dozing("5m"))
 	eventually(t, wait, "dozing", wantPodCPU(op.ns, "5m", "web-a", "web-b"))
-	trig.set(scaling.StateActive)
 
 	// A third pod, as the ReplicaSet would make it after a scale-out.
 	d := &appsv1.Deployment{}
@@ -318,5 +316,28 @@ func TestDozeRolloutWakesAndNewPodsDoze(t *testing.T) {
 		t.Fatal(err)
 	}
 	eventually(t, wait, "a rollout wakes the dozing pods", wantPodCPU(op.ns, "250m", "web-a", "web-b", "web-c"))
+	eventually(t, wait, "waking", wantCondition(op.ns, "web", elastiv1alpha1.ConditionActive, metav1.ConditionTrue, contract.ReasonWaking))
+}
+
+// TestDozeWokenByBusyTriggers: the triggers are evaluated while the target
+// dozes, and one that reports activity wakes it: the traffic it saw went
+// straight to the Ready dozing pods, past the resolvers
+// (docs/architecture.md, "Doze").
+func TestDozeWokenByBusyTriggers(t *testing.T) {
+	trig := newFakeTriggers(scaling.StateIdle)
+	op := startOperator(t, operatorOptions{triggers: trig})
+	createResolver(t, op.resolverNS, "resolver-a", true, "10.0.0.1")
+	dozeTarget(t, op.ns)
+	createService(t, op.ns, "web")
+	setOwnSlice(t, op.ns, "web", true)
+	createES(t, op.ns, "web", "web", "web", dozing("5m"))
+	eventually(t, wait, "dozing", wantPodCPU(op.ns, "5m", "web-a", "web-b"))
+	for _, n := range []string{"web-a", "web-b"} {
+		dozeKubelet(t, op.ns, n, nil)
+	}
+	never(t, 1500*1e6, "idle triggers leave it dozing", wantPodCPU(op.ns, "5m", "web-a", "web-b"))
+
+	trig.set(scaling.StateActive)
+	eventually(t, wait, "busy triggers write the requests back", wantPodCPU(op.ns, "250m", "web-a", "web-b"))
 	eventually(t, wait, "waking", wantCondition(op.ns, "web", elastiv1alpha1.ConditionActive, metav1.ConditionTrue, contract.ReasonWaking))
 }

@@ -158,6 +158,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.
 	// serve/proxy cycle begins again from serve.
 	o.Demand.Wake = o.Demand.Wake || targetChanged
 	p := plan.Decide(o)
+	dozed := es.Status.Doze
 	fx, err := r.execute(ctx, es, o, l, p)
 	if err == nil && fx.Raised > 0 {
 		// Someone raised the target between observe and the scale-down.
@@ -192,6 +193,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.
 			return ctrl.Result{}, err
 		}
 		r.wokeUnrecorded.Delete(req.NamespacedName)
+	}
+	if p.DozeOver && dozed != nil {
+		r.reportWoke(es, dozed.Pods)
 	}
 	// Activation calls are answered only once the status records the wake,
 	// so a caller that sees the answer also sees lastScaledUpTime.
@@ -362,7 +366,7 @@ func (r *Reconciler) execute(ctx context.Context, es *elastiv1alpha1.ElastiServi
 		r.grace.Delete(key)
 	}
 	if p.Undoze {
-		if err := r.undoze(ctx, es, l, p); err != nil {
+		if err := r.undoze(ctx, es, l); err != nil {
 			return fx, err
 		}
 	}

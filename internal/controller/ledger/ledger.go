@@ -15,6 +15,7 @@ import (
 
 	elastiv1alpha1 "elasti.dev/elasti/api/v1alpha1"
 	"elasti.dev/elasti/internal/contract"
+	"elasti.dev/elasti/internal/doze"
 )
 
 // The ledger (status.ledger, docs/ledger.md) is kept by the status writes
@@ -156,8 +157,8 @@ func ActiveReason(st elastiv1alpha1.ElastiServiceStatus) string {
 // which the first woken pod found Ready completes.
 func Next(es *elastiv1alpha1.ElastiService, st elastiv1alpha1.ElastiServiceStatus, at time.Time, replicas int32, lo Observed) *elastiv1alpha1.Ledger {
 	prev := es.Status
-	wasAtZero := ActiveReason(prev) == contract.ReasonScaledToZero
-	atZero := ActiveReason(st) == contract.ReasonScaledToZero
+	wasAtZero := ActiveReason(prev) == contract.ReasonScaledToZero || dozing(prev)
+	atZero := ActiveReason(st) == contract.ReasonScaledToZero || dozing(st)
 	if prev.Ledger == nil && !wasAtZero && !atZero {
 		return nil
 	}
@@ -182,6 +183,9 @@ func Next(es *elastiv1alpha1.ElastiService, st elastiv1alpha1.ElastiServiceStatu
 	case atZero && !wasAtZero:
 		l.Sleeps++
 		l.AtZeroSince, l.Asleep = &now, asleep(replicas, lo.requests)
+		if dozing(st) {
+			l.Asleep = dozeAsleep(st.Doze)
+		}
 		if PendingColdStart(l) {
 			l.LastColdStart.Message = "the target went back to zero before a woken pod was Ready"
 		}
@@ -189,6 +193,11 @@ func Next(es *elastiv1alpha1.ElastiService, st elastiv1alpha1.ElastiServiceStatu
 		closePeriod(l, now.Time)
 		if c := meta.FindStatusCondition(st.Conditions, elastiv1alpha1.ConditionActive); c != nil && c.Status == metav1.ConditionTrue {
 			l.Wakes++
+			if dozing(prev) {
+				// The pods never stopped: a wake from a doze is no
+				// cold start.
+				return l
+			}
 			l.LastColdStart = &elastiv1alpha1.ColdStart{ScaleWriteTime: now}
 			return l
 		}
@@ -208,6 +217,29 @@ func asleep(replicas int32, req Requests) *elastiv1alpha1.LedgerAsleep {
 	cpu, mem := req.cpu.DeepCopy(), req.memory.DeepCopy()
 	a.CPU, a.Memory = &cpu, &mem
 	return a
+}
+
+// dozing reports whether st records a doze (sleepMode Doze): its pods
+// keep running with lowered requests, and the ledger counts the time as
+// asleep, with what the doze freed as its savings.
+func dozing(st elastiv1alpha1.ElastiServiceStatus) bool {
+	return st.Doze != nil && len(st.Doze.Pods) > 0 && ActiveReason(st) == contract.ReasonDozing
+}
+
+// dozeAsleep is what a doze freed: its pods, and the requests one of them
+// gave back on average (doze.Freed over all of them), so that replicas ×
+// requests × seconds is the doze's saving as for a scale to zero.
+func dozeAsleep(d *elastiv1alpha1.DozeStatus) *elastiv1alpha1.LedgerAsleep {
+	n := int64(len(d.Pods))
+	freed := doze.Freed(d.Pods)
+	cpu, mem := resource.MustParse("0"), resource.MustParse("0")
+	if freed.CPU != nil {
+		cpu = *resource.NewMilliQuantity(freed.CPU.MilliValue()/n, resource.DecimalSI)
+	}
+	if freed.Memory != nil {
+		mem = *resource.NewQuantity(freed.Memory.Value()/n, resource.BinarySI)
+	}
+	return &elastiv1alpha1.LedgerAsleep{Replicas: int32(n), CPU: &cpu, Memory: &mem}
 }
 
 // closePeriod ends the period at zero at now: its whole seconds go to the

@@ -253,3 +253,50 @@ func TestWokenPod(t *testing.T) {
 		t.Errorf("wokenPod = %s, want none", got.Name)
 	}
 }
+
+// TestLedgerCountsADoze: a doze is a period asleep whose saving is what
+// the doze freed (two pods, 100m → 5m CPU and 64Mi → 16Mi memory each),
+// and its wake is no cold start: the pods never stopped.
+func TestLedgerCountsADoze(t *testing.T) {
+	start := time.Date(2026, 3, 2, 0, 0, 0, 0, time.UTC)
+	q := func(s string) *resource.Quantity { return ptr.To(resource.MustParse(s)) }
+	pod := func(uid string) elastiv1alpha1.DozedPod {
+		return elastiv1alpha1.DozedPod{UID: uid, Containers: []elastiv1alpha1.DozedContainer{{
+			Name:     "app",
+			Requests: elastiv1alpha1.Resources{CPU: q("100m"), Memory: q("64Mi")},
+			Dozed:    elastiv1alpha1.Resources{CPU: q("5m"), Memory: q("16Mi")},
+		}}}
+	}
+	dozed := &elastiv1alpha1.DozeStatus{Pods: []elastiv1alpha1.DozedPod{pod("a"), pod("b")}}
+	es := &elastiv1alpha1.ElastiService{}
+	step := func(at time.Duration, reason string, status metav1.ConditionStatus, d *elastiv1alpha1.DozeStatus) {
+		st := *es.Status.DeepCopy()
+		st.Doze = d
+		meta.SetStatusCondition(&st.Conditions, metav1.Condition{Type: elastiv1alpha1.ConditionActive, Status: status, Reason: reason})
+		st.Ledger = Next(es, st, start.Add(at), 2, Observed{requests: Requests{cpu: resource.MustParse("100m"), memory: resource.MustParse("64Mi")}})
+		es.Status = st
+	}
+	step(0, contract.ReasonServing, metav1.ConditionTrue, nil)
+	step(10*time.Second, contract.ReasonDozing, metav1.ConditionFalse, dozed)
+	l := es.Status.Ledger
+	wantAsleep := &elastiv1alpha1.LedgerAsleep{Replicas: 2, CPU: q("95m"), Memory: q("48Mi")}
+	if diff := cmp.Diff(wantAsleep, l.Asleep); diff != "" {
+		t.Errorf("asleep (-want +got):\n%s", diff)
+	}
+	step(time.Hour+10*time.Second, contract.ReasonWaking, metav1.ConditionTrue, dozed)
+	step(time.Hour+11*time.Second, contract.ReasonServing, metav1.ConditionTrue, nil)
+	l = es.Status.Ledger
+	if l.Sleeps != 1 || l.Wakes != 1 || l.SecondsAtZero != 3600 {
+		t.Errorf("sleeps %d, wakes %d, seconds %d; want 1, 1 and 3600", l.Sleeps, l.Wakes, l.SecondsAtZero)
+	}
+	// 95m × 2 × 3600 = 684 core-seconds; 48Mi × 2 × 3600 byte-seconds.
+	if got := l.Saved.CPUCoreSeconds.String(); got != "684" {
+		t.Errorf("saved CPU = %s core-seconds, want 684", got)
+	}
+	if got, want := l.Saved.MemoryByteSeconds.Value(), int64(48<<20)*2*3600; got != want {
+		t.Errorf("saved memory = %d byte-seconds, want %d", got, want)
+	}
+	if l.LastColdStart != nil {
+		t.Errorf("a wake from a doze recorded a cold start: %+v", l.LastColdStart)
+	}
+}

@@ -110,8 +110,9 @@ func transition(o Observed) Plan {
 // recorded requests, not a scale from zero, and it is over when every pod
 // has them back and applied: until then the target stays in proxy mode,
 // Waking. Anything that wakes a target at zero wakes a dozing one, and so
-// do a restarted container, a rollout, and resolvers that cannot take
-// the traffic (never doze with nothing to hold the traffic). A scale-down
+// do triggers that report traffic (which reached the Ready pods past the
+// resolvers), a restarted container, a rollout, and resolvers that cannot
+// take the traffic (never doze with nothing to hold the traffic). A scale-down
 // in flight is left alone: the doze it ends in keeps the first records.
 func dozeTransition(o Observed, p *Plan) {
 	if o.Phase == PhaseScalingDown || p.StartGrace {
@@ -128,7 +129,7 @@ func dozeTransition(o Observed, p *Plan) {
 		}
 		return
 	}
-	wake := p.Wake || p.FailOpen || o.Demand.KeepAwake || o.Doze.wakeNeeded() || !proxyPossible(o)
+	wake := p.Wake || p.FailOpen || o.Demand.KeepAwake || o.Doze.wakeNeeded() || o.Doze.busy(o.Triggers) || !proxyPossible(o)
 	if o.Phase == PhaseProxy && !wake {
 		// The doze is planned again at each look: pods that appeared
 		// since (a scale-out) doze too, the records of pods gone are

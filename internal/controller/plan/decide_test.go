@@ -329,6 +329,8 @@ func TestNeedsTriggers(t *testing.T) {
 			o.Target.Replicas = 0
 		}), false},
 		{"proxy", base(PhaseProxy, func(o *Observed) { o.Target.Replicas = 0 }), false},
+		{"dozing: its Ready pods take traffic past the resolvers", base(PhaseProxy, func(o *Observed) { o.Doze.Dozing = true }), true},
+		{"dozing, wake requested", base(PhaseProxy, func(o *Observed) { o.Doze.Dozing, o.Demand.Wake = true, true }), false},
 		{"waking", base(PhaseWaking, nil), false},
 	} {
 		if got := tc.o.NeedsTriggers(); got != tc.want {

@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"elasti.dev/elasti/internal/controller/dozer"
+	"elasti.dev/elasti/internal/scaling"
 )
 
 // DozeObserved is what sleepMode Doze needs (docs/architecture.md, "Doze").
@@ -38,6 +39,16 @@ const dozeRecheck = time.Second
 func (d DozeObserved) wakeNeeded() bool {
 	r := d.Report
 	return d.Dozing && d.Err == nil && (len(r.Restarted) > 0 || r.TemplateChanged || len(r.Infeasible) > 0)
+}
+
+// busy says whether the triggers, evaluated while dozing, report traffic:
+// the dozing pods stay Ready, so kube-proxy sends part of the Service's
+// new connections, and all of the kept-alive ones that were open at the
+// doze, straight to them, where no resolver sees them. A trigger that
+// cannot be evaluated, or whose evaluation is pending, wakes nothing, as
+// at zero.
+func (d DozeObserved) busy(triggers *scaling.Result) bool {
+	return d.Dozing && triggers != nil && triggers.State == scaling.StateActive
 }
 
 // over says whether the wake of a dozing target is complete: every pod

@@ -135,8 +135,9 @@ func (o Observed) graceOver() bool {
 }
 
 // NeedsTriggers says whether Decide will read the triggers (and the
-// readings of an HPA in custody), so that observe evaluates them only then: in serve, to start a scale-down, and once the
-// grace period is over, to confirm it. Never in the middle of the grace
+// readings of an HPA in custody), so that observe evaluates them only
+// then: in serve, to start a scale-down; once the grace period is over, to
+// confirm it; and while dozing, to wake on traffic the resolvers never saw. Never in the middle of the grace
 // period, and never for a target that is to be woken or may not sleep now
 // anyway.
 func (o Observed) NeedsTriggers() bool {
@@ -148,6 +149,11 @@ func (o Observed) NeedsTriggers() bool {
 		return true
 	case PhaseScalingDown:
 		return o.graceOver()
+	case PhaseProxy:
+		// A dozing target's pods stay Ready, so part of its traffic
+		// reaches them from kube-proxy, past the resolvers; its triggers
+		// see that traffic (Doze.busy).
+		return o.Doze.Dozing
 	default:
 		return false
 	}
