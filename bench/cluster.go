@@ -237,7 +237,7 @@ func deleteAllES(ctx context.Context, ns string) error {
 func (b *bench) cleanup() {
 	ctx, cancel := context.WithTimeout(context.Background(), 12*time.Minute)
 	defer cancel()
-	for _, ns := range []string{nsScale, nsSlow, nsBurst, nsHPA, nsTails, nsCold, nsPlain} {
+	for _, ns := range []string{nsScale, nsSlow, nsBurst, nsHPA, nsDoze, nsTails, nsCold, nsPlain} {
 		if err := deleteAllES(ctx, ns); err != nil {
 			// The API server goes on deleting for many minutes, and a
 			// test run on this cluster meanwhile times out its reads.

@@ -27,7 +27,7 @@ import (
 
 const secCold = "Cold start"
 
-// The figures with goals (issue 7).
+// The figures with goals (issue 7, and the warm sleep's of issue 45).
 const (
 	nameA  = "(a) request written to the resolver → scale write seen"
 	nameB  = "(b) first ready endpoint seen in the EndpointSlice → first response byte at the client"
@@ -45,6 +45,8 @@ var goalRows = []report.Figure{
 	{Section: secBurst, Name: namePeak, Unit: "MiB", Goal: &report.Goal{Stat: "median", Max: 150}},
 	{Section: secBurst, Name: namePerHeld, Unit: "KiB", Goal: &report.Goal{Stat: "median", Max: 20}},
 	{Section: secBurst, Name: nameAfter, Unit: "× before", Goal: &report.Goal{Stat: "median", Max: 1.1}},
+	// Issue 45.
+	{Section: secDoze, Name: nameDozeFirst, Unit: "ms", Goal: goalDoze},
 }
 
 // firstTime watches with w and returns a channel that receives the moment

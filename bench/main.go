@@ -128,13 +128,17 @@ type bench struct {
 	tailRuns int
 	// hpaRuns is the number of runs of each of (e) and (f) (hpa.go).
 	hpaRuns int
-	report  report.Report
-	start   time.Time
+	// dozeRuns is the number of runs of each of (a) and (b) of the warm
+	// sleep (doze.go).
+	dozeRuns int
+	report   report.Report
+	start    time.Time
 	// cleanupAfter deletes the bench's namespaces at the end.
 	cleanupAfter bool
 	// out is where the results, and the resolver's profiles, are written.
 	out string
-	// only names the one scenario to run ("scale" or "hpa"), or is empty.
+	// only names the one scenario to run ("scale", "hpa" or "doze"), or is
+	// empty.
 	only string
 	// coldShare is Elasti's share of each cold start of the cold start
 	// section (or, with only, of a few cold starts before the scale), for
@@ -165,17 +169,18 @@ func runMain(args []string) error {
 	runs := fs.Int("runs", 30, "cold-start runs (each of (c) and (d))")
 	tailRuns := fs.Int("tail-runs", 200, "wakes for the cold-start tails ((a) and (b) over many wakes); 0 skips them")
 	hpaRuns := fs.Int("hpa-runs", 3, "cold-start runs with an HPA at minReplicas 0 (each of (e) and (f)); each takes over a minute")
+	dozeRuns := fs.Int("doze-runs", 5, "runs of the warm sleep (each of (a) scale from zero and (b) Doze); each takes about 2 minutes")
 	microCount := fs.Int("micro-count", 5, "go test -count for the microbenchmarks")
 	cleanup := fs.Bool("cleanup", os.Getenv(cluster.TeardownEnv) != "1", "delete the bench's namespaces at the end (default: unless `elasti-cluster run` takes the cluster down anyway)")
 	readme := fs.String("readme", "", "README whose headline benchmark table to rewrite from the results, and beside which docs/benchmarks.md gets the full table (hack/bench.sh passes README.md)")
 	doc := fs.String("benchmarks-doc", "", "the page whose full benchmark table to rewrite; default docs/benchmarks.md beside -readme")
-	only := fs.String("only", "", "run only this cluster scenario, after the install and the idle figures: \"scale\", or \"hpa\" (the cold starts, then those with an HPA) (a partial run: use with an -out of its own and without -readme)")
+	only := fs.String("only", "", "run only this cluster scenario, after the install and the idle figures: \"scale\", \"hpa\" (the cold starts, then those with an HPA), or \"doze\" (the warm sleep) (a partial run: use with an -out of its own and without -readme)")
 	since := fs.Int64("since", 0, "Unix time `make bench` started (for the duration in the file); default now")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	if *only != "" && *only != "scale" && *only != "hpa" {
-		return fmt.Errorf("-only %q: the scenarios that run alone are \"scale\" and \"hpa\"", *only)
+	if *only != "" && *only != "scale" && *only != "hpa" && *only != "doze" {
+		return fmt.Errorf("-only %q: the scenarios that run alone are \"scale\", \"hpa\" and \"doze\"", *only)
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -188,7 +193,7 @@ func runMain(args []string) error {
 	if err != nil {
 		return err
 	}
-	b := &bench{cfg: cfg, runs: *runs, tailRuns: *tailRuns, hpaRuns: *hpaRuns, start: time.Now(), cleanupAfter: *cleanup, out: *out, only: *only}
+	b := &bench{cfg: cfg, runs: *runs, tailRuns: *tailRuns, hpaRuns: *hpaRuns, dozeRuns: *dozeRuns, start: time.Now(), cleanupAfter: *cleanup, out: *out, only: *only}
 	if *since > 0 {
 		b.start = time.Unix(*since, 0)
 	}

@@ -16,9 +16,10 @@ import (
 )
 
 // The scenarios, one file each: serve.go (serve mode with and without
-// Elasti), idle.go, coldstart.go, proxy.go (proxy-mode forwarding),
-// tails.go (cold-start tails), burst.go and scale.go. This file runs them in order and holds what they
-// share.
+// Elasti), idle.go, coldstart.go, hpa.go (cold starts with an HPA),
+// proxy.go (proxy-mode forwarding), doze.go (the warm sleep), tails.go
+// (cold-start tails), burst.go and scale.go. This file runs them in order
+// and holds what they share.
 
 // Namespaces of the bench's workloads.
 const (
@@ -26,7 +27,8 @@ const (
 	nsPlain = "bench-plain" // the same demo app without Elasti
 	nsBurst = "bench-burst" // the burst's slow-starting demo app
 	nsScale = "bench-scale" // 1,000 ElastiServices
-	// nsTails ("bench-tails", copies of the demo app woken in turn) is in tails.go.
+	// nsTails ("bench-tails", copies of the demo app woken in turn) is in tails.go,
+	// nsDoze ("bench-doze", the warm sleep's two apps) in doze.go.
 )
 
 func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
@@ -45,17 +47,24 @@ func skipped(section, name, unit string, goal *report.Goal, why string) report.F
 
 // clusterFigures measures everything that needs the cluster, in an order
 // that keeps each figure clean: serve mode without Elasti first, then the
-// install and idle RSS, then cold starts, forwarding, the burst, and the
-// 1,000-object scale test last.
+// install and idle RSS, then cold starts, forwarding, the warm sleep, the
+// burst, and the 1,000-object scale test last.
 func (b *bench) clusterFigures(ctx context.Context) error {
 	if b.cleanupAfter {
 		defer b.cleanup()
 	}
 	b.note("Setup: Elasti from config/metrics-api (config/default and the operator's external metrics API, whose APIService is registered only for (g)) with the overlay bench/testdata/elasti: one operator replica (so every activation lands on the leader), one resolver replica with a 1-CPU limit. The demo app (test/demoapp) has a 1 s readiness period. All load comes from `elasti-bench load` inside the node's network namespace, one new connection per request, on the same 2-CPU machine that runs the whole cluster, so every figure includes CPU contention with the load generator. The cluster's etcd runs with --unsafe-no-fsync (a throwaway cluster), so API writes cost no disk flush.")
-	b.note("Scaled down to fit 80 minutes, half of which the 10,000 ElastiServices of the scale figures take: %d cold-start runs each of (c) and (d), %d wakes for the tails of (a) and (b), %d each of (e) and (f); fixed-rate runs are 10 s at 500 rps and 5 s at half the resolver's median max throughput (rounded down to 100 rps); max throughput is three 5 s runs; scale and burst figures are single runs (N is the number of samples in each row).", b.runs, b.tailRuns, b.hpaRuns)
+	b.note("Scaled down to fit 80 minutes, half of which the 10,000 ElastiServices of the scale figures take: %d cold-start runs each of (c) and (d), %d wakes for the tails of (a) and (b), %d each of (e) and (f), %d warm sleep runs each of (a) and (b) (about 2 minutes a run, most of it waiting for the operator to doze the app again); fixed-rate runs are 10 s at 500 rps and 5 s at half the resolver's median max throughput (rounded down to 100 rps); max throughput is three 5 s runs; scale and burst figures are single runs (N is the number of samples in each row).", b.runs, b.tailRuns, b.hpaRuns, b.dozeRuns)
 	b.note("(a) and (b) are measured from outside the product: the bench watches the Deployment and the Service's own EndpointSlices and timestamps the events as they arrive, and times the client request with httptrace. The last cold-start row gives the watch delivery delay that (a) includes.")
 	if err := b.uninstall(ctx); err != nil {
 		return fmt.Errorf("remove an earlier Elasti: %w", err)
+	}
+	if b.only == "doze" {
+		// The warm sleep deploys its own apps and needs no serve load.
+		if err := b.installElasti(ctx); err != nil {
+			return err
+		}
+		return b.dozeCompare(ctx, b.dozeRuns)
 	}
 	for _, ns := range []string{nsCold, nsPlain, nsBurst} {
 		if err := createNamespace(ctx, ns); err != nil {
@@ -91,11 +100,9 @@ func (b *bench) clusterFigures(ctx context.Context) error {
 		return err
 	}
 
-	logf("installing Elasti (bench/testdata/elasti)")
-	if err := b.install(ctx); err != nil {
-		return fmt.Errorf("install Elasti: %w", err)
+	if err := b.installElasti(ctx); err != nil {
+		return err
 	}
-	b.idle(ctx)
 
 	// No trigger: the ElastiService never sleeps on its own. The bench puts
 	// the target to zero itself, and the operator then moves the Service to
@@ -134,6 +141,12 @@ func (b *bench) clusterFigures(ctx context.Context) error {
 	if err := b.forwarding(ctx); err != nil {
 		return err
 	}
+	// After forwarding, not before it: forwarding needs the cold app's
+	// resolver port still mapped (the linger after its last wake, in the
+	// cold starts), which this section's 10 or so minutes would outlast.
+	if err := b.dozeCompare(ctx, b.dozeRuns); err != nil {
+		return err
+	}
 	if err := b.burst(ctx); err != nil {
 		return err
 	}
@@ -141,6 +154,16 @@ func (b *bench) clusterFigures(ctx context.Context) error {
 		return err
 	}
 	return b.scale(ctx)
+}
+
+// installElasti installs Elasti and samples its idle memory.
+func (b *bench) installElasti(ctx context.Context) error {
+	logf("installing Elasti (bench/testdata/elasti)")
+	if err := b.install(ctx); err != nil {
+		return fmt.Errorf("install Elasti: %w", err)
+	}
+	b.idle(ctx)
+	return nil
 }
 
 // warmUp waits until a new ClusterIP answers (kube-proxy may lag).

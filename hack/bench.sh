@@ -9,11 +9,15 @@
 #   BENCH_MICRO_ONLY=1  only the Go microbenchmarks, no cluster
 #   BENCH_RUNS=N        cold-start runs (default 30)
 #   BENCH_TAIL_RUNS=N   wakes for the tails of (a) and (b) (default 200)
+#   BENCH_DOZE_RUNS=N   runs of the warm sleep, each of (a) scale from zero
+#                       and (b) Doze (default 5, about 2 minutes a run)
 #   BENCH_KEEP_CLUSTER=1 leave a cluster this run started running
 #   BENCH_ONLY=scale    the install and the scale figures only, into
 #                       bench/results/scale/ (README and docs untouched)
 #   BENCH_ONLY=hpa      the install, the cold starts and those with an HPA
 #                       only, into bench/results/hpa/ (likewise)
+#   BENCH_ONLY=doze     the install and the warm sleep only, into
+#                       bench/results/doze/ (likewise)
 #
 # Benchmarks are not tests: this never fails on numbers (`make bench-check`
 # compares them with the goals).
@@ -40,7 +44,8 @@ else
     set -- -out "$out" -readme README.md
   fi
   bin/elasti-cluster run --images ${BENCH_KEEP_CLUSTER:+--keep} -- \
-    bin/elasti-bench run "$@" -since "$start" -runs "${BENCH_RUNS:-30}" -tail-runs "${BENCH_TAIL_RUNS:-200}"
+    bin/elasti-bench run "$@" -since "$start" -runs "${BENCH_RUNS:-30}" -tail-runs "${BENCH_TAIL_RUNS:-200}" \
+      -doze-runs "${BENCH_DOZE_RUNS:-5}"
 fi
 echo "bench: done in $(( $(date +%s) - start ))s"
 cat "${out:-bench/results}/latest.md"

@@ -288,3 +288,44 @@ func TestBurnUsesCPUAndRefusesBadDurations(t *testing.T) {
 		}
 	}
 }
+
+func TestParseHold(t *testing.T) {
+	for _, tc := range []struct {
+		in   string
+		want int64
+		bad  bool
+	}{
+		{in: "", want: 0},
+		{in: "0", want: 0},
+		{in: "4096", want: 4096},
+		{in: "2Ki", want: 2 << 10},
+		{in: "500Mi", want: 500 << 20},
+		{in: "1Gi", want: 1 << 30},
+		{in: "-1Mi", bad: true},
+		{in: "0.5", bad: true},
+		{in: "lots", bad: true},
+	} {
+		got, err := parseHold(tc.in)
+		if (err != nil) != tc.bad || got != tc.want {
+			t.Errorf("parseHold(%q) = %d, %v; want %d, error %v", tc.in, got, err, tc.want, tc.bad)
+		}
+	}
+}
+
+// The held memory has every page written, so the kernel backs it.
+func TestHoldMemoryWritesEveryPage(t *testing.T) {
+	const n = 1<<20 + 100 // the last page only partly used
+	b := holdMemory(n)
+	if len(b) != n {
+		t.Fatalf("held %d bytes, want %d", len(b), n)
+	}
+	page := os.Getpagesize()
+	for i := 0; i < n; i += page {
+		if b[i] == 0 {
+			t.Fatalf("page at byte %d was never written", i)
+		}
+	}
+	if holdMemory(0) != nil {
+		t.Error("holdMemory(0) allocated")
+	}
+}

@@ -8,7 +8,10 @@
 //   - plain TCP: echoes every byte back.
 //
 // -startup-delay (or STARTUP_DELAY) holds every listener closed for a while
-// at start, like an application that is slow to boot. -executed-log (or
+// at start, like an application that is slow to boot. -hold-memory (or
+// HOLD_MEMORY), a byte quantity such as 500Mi, makes that much memory
+// resident before the start-up delay and keeps it for the process's life,
+// like an application's warm state. -executed-log (or
 // EXECUTED_LOG) names a file where every executed HTTP request (by its
 // X-Request-Id) and the first bytes of every TCP connection are appended:
 // the tests' proof of what ran.
@@ -32,6 +35,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"runtime"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -42,6 +46,7 @@ import (
 type options struct {
 	httpAddr, grpcAddr, tcpAddr string
 	startupDelay, drain         time.Duration
+	holdMemory                  int64
 	queryDelay                  time.Duration
 	websocket, relay            bool
 	executedLog                 string
@@ -73,7 +78,12 @@ func main() {
 	flag.StringVar(&o.executedLog, "executed-log", os.Getenv("EXECUTED_LOG"), "append every executed request to this file (env EXECUTED_LOG)")
 	flag.BoolVar(&o.websocket, "websocket", envOr("WEBSOCKET", "true") == "true", "serve the WebSocket echo at /ws (env WEBSOCKET)")
 	flag.BoolVar(&o.relay, "relay", envOr("RELAY", "false") == "true", "serve GET /relay?url=U, which fetches U from this pod; for tests of NetworkPolicies (env RELAY)")
+	hold := flag.String("hold-memory", os.Getenv("HOLD_MEMORY"), "make this many bytes resident at start, before the start-up delay, and hold them, such as 500Mi (env HOLD_MEMORY)")
 	flag.Parse()
+	if o.holdMemory, err = parseHold(*hold); err != nil {
+		slog.Error("bad -hold-memory", "err", err)
+		os.Exit(2)
+	}
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -86,6 +96,13 @@ func main() {
 // run serves until stop ends, then for o.drain more, then shuts down.
 func run(stop context.Context, o options) error {
 	name, _ := os.Hostname()
+	if o.holdMemory > 0 {
+		start := time.Now()
+		held := holdMemory(o.holdMemory)
+		// Referenced until run returns, so never collected.
+		defer runtime.KeepAlive(held)
+		slog.Info("holding memory", "bytes", o.holdMemory, "took", time.Since(start))
+	}
 	if o.startupDelay > 0 {
 		slog.Info("delaying start-up", "delay", o.startupDelay)
 		select {
