@@ -182,7 +182,7 @@ func (b *bench) dozeCompare(ctx context.Context, runs int) error {
 }
 
 // restoreWhy is why (c) has no figure.
-const restoreWhy = "not built on this cluster: see docs/research/warm-sleep.md, section 3"
+const restoreWhy = "not built: the cluster's containerd 1.6.20 answers CheckpointContainer with Unimplemented, and Debian bookworm's criu 3.17.1 cannot start on kernel 6.18 (vDSO). Measured outside the cluster with criu 4.2.1 (docs/research/warm-sleep.md, section 3): a 500 MiB app answered 298 ms after the start of its restore with criu alone, 798 ms through containerd 2.2.9's CRI into a new pod"
 
 // dozeSetup deploys both apps and their ElastiServices, and returns their
 // ClusterIP URLs once both are awake.
