@@ -112,8 +112,9 @@ func transition(o Observed) Plan {
 // Waking. Anything that wakes a target at zero wakes a dozing one, and so
 // do triggers that report traffic (which reached the Ready pods past the
 // resolvers), a restarted container, a rollout, and resolvers that cannot
-// take the traffic (never doze with nothing to hold the traffic). A scale-down
-// in flight is left alone: the doze it ends in keeps the first records.
+// take the traffic (never doze with nothing to hold the traffic). A
+// scale-down in flight is left alone: the doze it ends in keeps the first
+// records.
 func dozeTransition(o Observed, p *Plan) {
 	if o.Phase == PhaseScalingDown || p.StartGrace {
 		return

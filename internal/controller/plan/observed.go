@@ -137,9 +137,9 @@ func (o Observed) graceOver() bool {
 // NeedsTriggers says whether Decide will read the triggers (and the
 // readings of an HPA in custody), so that observe evaluates them only
 // then: in serve, to start a scale-down; once the grace period is over, to
-// confirm it; and while dozing, to wake on traffic the resolvers never saw. Never in the middle of the grace
-// period, and never for a target that is to be woken or may not sleep now
-// anyway.
+// confirm it; and while dozing, to wake on traffic the resolvers never
+// saw. Never in the middle of the grace period, and never for a target
+// that is to be woken or may not sleep now anyway.
 func (o Observed) NeedsTriggers() bool {
 	if !o.Target.Found || o.Target.Replicas == 0 || o.Demand.Wake || !o.Sleep.Allowed() || o.Service.Refusal.Refused() {
 		return false
