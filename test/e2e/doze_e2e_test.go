@@ -64,7 +64,7 @@ func dozable(d *appsv1.Deployment) {
 
 // TestDozeUnderClients: sleepMode Doze on a Deployment and on a
 // StatefulSet, two pods each, with the demo app's request rate in
-// Prometheus as the trigger, as a user would have it. The target dozes
+// Prometheus as the trigger once the first clients are done. The target dozes
 // (its pods keep running, their requests at the floor, reported applied
 // by the kubelet), stays so for a 10-minute park with its liveness and
 // readiness probes running, and is woken by keep-alive clients POSTing
@@ -88,8 +88,8 @@ func TestDozeUnderClients(t *testing.T) {
 
 // dozyApp creates the demo app as a Deployment or StatefulSet of replicas
 // dozable pods that write to l, its Service, and an ElastiService with
-// sleepMode Doze whose trigger is the app's request rate; it returns the
-// namespace and the Service's URL once the app is awake and served.
+// sleepMode Doze whose trigger says busy (until sleepWhenIdle); it returns
+// the namespace and the Service's URL once the app is awake and served.
 func dozyApp(t *testing.T, e *Env, kind string, replicas int32, l *ledger) (string, string) {
 	t.Helper()
 	e.InstallElasti(t)
@@ -97,7 +97,7 @@ func dozyApp(t *testing.T, e *Env, kind string, replicas int32, l *ledger) (stri
 	d := DemoAppDeployment(ns, "demoapp", replicas)
 	dozable(d)
 	l.mount(d)
-	es := e.ElastiServiceFor(ns, "demoapp", RequestRateQuery(ns, "demoapp"))
+	es := e.ElastiServiceFor(ns, "demoapp", BusyQuery)
 	es.Spec.SleepMode = elastiv1alpha1.SleepModeDoze
 	es.Spec.Doze = &elastiv1alpha1.DozeSpec{CPU: dozeFloorCPU, Memory: ptr.To(dozeFloorMemory)}
 	var target client.Object = d
@@ -125,9 +125,14 @@ func dozyApp(t *testing.T, e *Env, kind string, replicas int32, l *ledger) (stri
 	return ns, url
 }
 
-// waitDozing waits until the demo app in ns dozes with the pods of want.
-func (e *Env) waitDozing(t *testing.T, ns string, want map[string]corev1.Pod) {
+// sleepWhenIdle makes the demo app's request rate in Prometheus its
+// trigger, as a user would have it, and waits until it dozes with the pods
+// of want. The rate is set only now, with no client running: over a 10 s
+// window a new series can read zero while requests flow, which would
+// start a doze under the test's clients.
+func (e *Env) sleepWhenIdle(t *testing.T, ns string, want map[string]corev1.Pod) {
 	t.Helper()
+	e.SetQuery(t, ns, "demoapp", RequestRateQuery(ns, "demoapp"))
 	start := time.Now()
 	Eventually(t, 3*time.Minute, time.Second, func(ctx context.Context) error {
 		return e.dozing(ctx, ns, want)
@@ -151,7 +156,7 @@ func dozeUnderClients(t *testing.T, kind string) {
 
 	// Doze: once the rate is zero, after the cooldown and the grace period,
 	// the pods' requests go down to the floor, and the kubelet applies it.
-	e.waitDozing(t, ns, before)
+	e.sleepWhenIdle(t, ns, before)
 
 	// The park: probes keep running; the pods stay Ready, not restarted,
 	// at the floor, and the Service in proxy mode.
@@ -232,7 +237,7 @@ func TestDozeWokenPastTheResolvers(t *testing.T) {
 	l := newLedger(t)
 	ns, _ := dozyApp(t, e, "Deployment", 1, l)
 	before := e.dozePods(t, ns)
-	e.waitDozing(t, ns, before)
+	e.sleepWhenIdle(t, ns, before)
 	var pod corev1.Pod
 	for _, p := range before {
 		pod = p
