@@ -169,7 +169,7 @@ func runMain(args []string) error {
 	runs := fs.Int("runs", 30, "cold-start runs (each of (c) and (d))")
 	tailRuns := fs.Int("tail-runs", 200, "wakes for the cold-start tails ((a) and (b) over many wakes); 0 skips them")
 	hpaRuns := fs.Int("hpa-runs", 3, "cold-start runs with an HPA at minReplicas 0 (each of (e) and (f)); each takes over a minute")
-	dozeRuns := fs.Int("doze-runs", 5, "runs of the warm sleep (each of (a) scale from zero and (b) Doze); each takes about 2 minutes")
+	dozeRuns := fs.Int("doze-runs", 5, "runs of the warm sleep (each of (a) scale from zero and (b) Doze); each takes about 70 s")
 	microCount := fs.Int("micro-count", 5, "go test -count for the microbenchmarks")
 	cleanup := fs.Bool("cleanup", os.Getenv(cluster.TeardownEnv) != "1", "delete the bench's namespaces at the end (default: unless `elasti-cluster run` takes the cluster down anyway)")
 	readme := fs.String("readme", "", "README whose headline benchmark table to rewrite from the results, and beside which docs/benchmarks.md gets the full table (hack/bench.sh passes README.md)")

@@ -10,7 +10,7 @@
 #   BENCH_RUNS=N        cold-start runs (default 30)
 #   BENCH_TAIL_RUNS=N   wakes for the tails of (a) and (b) (default 200)
 #   BENCH_DOZE_RUNS=N   runs of the warm sleep, each of (a) scale from zero
-#                       and (b) Doze (default 5, about 2 minutes a run)
+#                       and (b) Doze (default 5, about 70 s a run)
 #   BENCH_KEEP_CLUSTER=1 leave a cluster this run started running
 #   BENCH_ONLY=scale    the install and the scale figures only, into
 #                       bench/results/scale/ (README and docs untouched)
