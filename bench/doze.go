@@ -452,21 +452,15 @@ func requestsOf(spec *corev1.PodSpec) (cpu, memory float64) {
 // while awake minus while dozing.
 func freedByDoze(ctx context.Context, pod *corev1.Pod, awake float64, awakeErr error) []report.Figure {
 	const who = "(b) Doze"
-	var fs []report.Figure
 	d, err := kube.Clientset.AppsV1().Deployments(nsDoze).Get(ctx, dozeDoze, metav1.GetOptions{})
+	var cpu, memory, dcpu, dmemory float64
 	if err == nil {
-		cpu, memory := requestsOf(&d.Spec.Template.Spec)
-		dcpu, dmemory := requestsOf(&pod.Spec)
-		fs = append(fs,
-			fig(secDoze, who+": CPU request freed while asleep", "millicores", []float64{cpu - dcpu}, nil,
-				fmt.Sprintf("the pod template's request (%.0fm) minus the dozing pod's (%.0fm, spec.doze's floor), read from the live pod", cpu, dcpu)),
-			fig(secDoze, who+": memory request freed while asleep", "MiB", []float64{memory - dmemory}, nil,
-				fmt.Sprintf("the pod template's request (%.0f MiB) minus the dozing pod's (%.0f MiB); the limits are kept", memory, dmemory)))
-	} else {
-		fs = append(fs,
-			skipped(secDoze, who+": CPU request freed while asleep", "millicores", nil, oneLine(err.Error())),
-			skipped(secDoze, who+": memory request freed while asleep", "MiB", nil, oneLine(err.Error())))
+		cpu, memory = requestsOf(&d.Spec.Template.Spec)
+		dcpu, dmemory = requestsOf(&pod.Spec)
 	}
+	fs := requestsFreed(who, err, cpu-dcpu, memory-dmemory,
+		fmt.Sprintf("the pod template's request (%.0fm) minus the dozing pod's (%.0fm, spec.doze's floor), read from the live pod", cpu, dcpu),
+		fmt.Sprintf("the pod template's request (%.0f MiB) minus the dozing pod's (%.0f MiB); the limits are kept", memory, dmemory))
 	const rssName = who + ": RSS freed on the node while asleep"
 	if awakeErr != nil {
 		return append(fs, skipped(secDoze, rssName, "MiB", nil, "while awake: "+oneLine(awakeErr.Error())))
@@ -479,24 +473,33 @@ func freedByDoze(ctx context.Context, pod *corev1.Pod, awake float64, awakeErr e
 		fmt.Sprintf("the container's RSS while awake (%.0f MiB) minus while dozing (%.0f MiB), the same pod, from the kubelet's Summary API (rssBytes): a doze lowers requests, not what the process holds", awake, asleep)))
 }
 
+// requestsFreed are the rows of the CPU (millicores) and memory (MiB)
+// requests who freed while asleep, or the rows skipped for err.
+func requestsFreed(who string, err error, cpu, memory float64, cpuNote, memoryNote string) []report.Figure {
+	cpuName, memoryName := who+": CPU request freed while asleep", who+": memory request freed while asleep"
+	if err != nil {
+		return []report.Figure{
+			skipped(secDoze, cpuName, "millicores", nil, oneLine(err.Error())),
+			skipped(secDoze, memoryName, "MiB", nil, oneLine(err.Error())),
+		}
+	}
+	return []report.Figure{
+		fig(secDoze, cpuName, "millicores", []float64{cpu}, nil, cpuNote),
+		fig(secDoze, memoryName, "MiB", []float64{memory}, nil, memoryNote),
+	}
+}
+
 // freedByZero measures what a scale to zero frees while asleep: all that
 // the pod requested and held, since no pod is left.
 func freedByZero(ctx context.Context, awake float64, awakeErr error) []report.Figure {
 	const who = "(a) scale from zero"
-	var fs []report.Figure
 	d, err := kube.Clientset.AppsV1().Deployments(nsDoze).Get(ctx, dozeZero, metav1.GetOptions{})
+	var cpu, memory float64
 	if err == nil {
-		cpu, memory := requestsOf(&d.Spec.Template.Spec)
-		fs = append(fs,
-			fig(secDoze, who+": CPU request freed while asleep", "millicores", []float64{cpu}, nil,
-				"the pod template's request: at zero no pod is left"),
-			fig(secDoze, who+": memory request freed while asleep", "MiB", []float64{memory}, nil,
-				"the pod template's request: at zero no pod is left"))
-	} else {
-		fs = append(fs,
-			skipped(secDoze, who+": CPU request freed while asleep", "millicores", nil, oneLine(err.Error())),
-			skipped(secDoze, who+": memory request freed while asleep", "MiB", nil, oneLine(err.Error())))
+		cpu, memory = requestsOf(&d.Spec.Template.Spec)
 	}
+	const note = "the pod template's request: at zero no pod is left"
+	fs := requestsFreed(who, err, cpu, memory, note, note)
 	const rssName = who + ": RSS freed on the node while asleep"
 	if awakeErr != nil {
 		return append(fs, skipped(secDoze, rssName, "MiB", nil, "while awake: "+oneLine(awakeErr.Error())))

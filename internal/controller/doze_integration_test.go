@@ -122,6 +122,18 @@ func dozing(cpu string) func(*elastiv1alpha1.ElastiService) {
 	}
 }
 
+// dozeSetup gives op a ready resolver, the two-pod target web with its
+// Service (a ready endpoint of its own), and an ElastiService with
+// sleepMode Doze at a CPU floor of cpu.
+func dozeSetup(t *testing.T, op *operator, cpu string) {
+	t.Helper()
+	createResolver(t, op.resolverNS, "resolver-a", true, "10.0.0.1")
+	dozeTarget(t, op.ns)
+	createService(t, op.ns, "web")
+	setOwnSlice(t, op.ns, "web", true)
+	createES(t, op.ns, "web", "web", "web", dozing(cpu))
+}
+
 func wantDozeRecords(ns string, n int) func() error {
 	return func() error {
 		es := &elastiv1alpha1.ElastiService{}
@@ -145,11 +157,7 @@ func wantDozeRecords(ns string, n int) func() error {
 func TestDozeSleepsAndWakesInPlace(t *testing.T) {
 	trig := newFakeTriggers(scaling.StateActive)
 	op := startOperator(t, operatorOptions{triggers: trig})
-	createResolver(t, op.resolverNS, "resolver-a", true, "10.0.0.1")
-	dozeTarget(t, op.ns)
-	createService(t, op.ns, "web")
-	setOwnSlice(t, op.ns, "web", true)
-	createES(t, op.ns, "web", "web", "web", dozing("5m"))
+	dozeSetup(t, op, "5m")
 	eventually(t, wait, "serve mode", wantMode(op.ns, "web", elastiv1alpha1.ModeServe))
 
 	trig.set(scaling.StateIdle)
@@ -203,11 +211,7 @@ func TestDozeSleepsAndWakesInPlace(t *testing.T) {
 func TestDozeRestartWakesAndDeletionRestores(t *testing.T) {
 	trig := newFakeTriggers(scaling.StateIdle)
 	op := startOperator(t, operatorOptions{triggers: trig})
-	createResolver(t, op.resolverNS, "resolver-a", true, "10.0.0.1")
-	dozeTarget(t, op.ns)
-	createService(t, op.ns, "web")
-	setOwnSlice(t, op.ns, "web", true)
-	createES(t, op.ns, "web", "web", "web", dozing("10m"))
+	dozeSetup(t, op, "10m")
 
 	eventually(t, wait, "dozing", wantPodCPU(op.ns, "10m", "web-a", "web-b"))
 	for _, n := range []string{"web-a", "web-b"} {
@@ -285,11 +289,7 @@ func TestDozeRefusedScalesToZero(t *testing.T) {
 // which brings pods at full size) wakes the target.
 func TestDozeRolloutWakesAndNewPodsDoze(t *testing.T) {
 	op := startOperator(t, operatorOptions{triggers: newFakeTriggers(scaling.StateIdle)})
-	createResolver(t, op.resolverNS, "resolver-a", true, "10.0.0.1")
-	dozeTarget(t, op.ns)
-	createService(t, op.ns, "web")
-	setOwnSlice(t, op.ns, "web", true)
-	createES(t, op.ns, "web", "web", "web", dozing("5m"))
+	dozeSetup(t, op, "5m")
 	eventually(t, wait, "dozing", wantPodCPU(op.ns, "5m", "web-a", "web-b"))
 
 	// A third pod, as the ReplicaSet would make it after a scale-out.
@@ -326,11 +326,7 @@ func TestDozeRolloutWakesAndNewPodsDoze(t *testing.T) {
 func TestDozeWokenByBusyTriggers(t *testing.T) {
 	trig := newFakeTriggers(scaling.StateIdle)
 	op := startOperator(t, operatorOptions{triggers: trig})
-	createResolver(t, op.resolverNS, "resolver-a", true, "10.0.0.1")
-	dozeTarget(t, op.ns)
-	createService(t, op.ns, "web")
-	setOwnSlice(t, op.ns, "web", true)
-	createES(t, op.ns, "web", "web", "web", dozing("5m"))
+	dozeSetup(t, op, "5m")
 	eventually(t, wait, "dozing", wantPodCPU(op.ns, "5m", "web-a", "web-b"))
 	for _, n := range []string{"web-a", "web-b"} {
 		dozeKubelet(t, op.ns, n, nil)
