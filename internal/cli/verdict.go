@@ -36,7 +36,7 @@ func scaleDownVerdict(es *elastiv1alpha1.ElastiService, now time.Time) string {
 			return fmt.Sprintf("asleep: scaled to zero %s ago; the first request, or `kubectl elasti wake %s`, wakes it",
 				age(now, es.Status.LastScaledDownTime), es.Name)
 		case active != nil && active.Reason == contract.ReasonDozing:
-			return fmt.Sprintf("asleep: dozing for %s, its pods kept with their requests lowered to spec.doze; the first request through a resolver, or `kubectl elasti wake %s`, wakes it",
+			return fmt.Sprintf("asleep: dozing for %s, its pods kept with their requests lowered to spec.doze; the first request through a resolver, a trigger that sees traffic reach the pods, or `kubectl elasti wake %s`, wakes it",
 				age(now, es.Status.LastScaledDownTime), es.Name)
 		default:
 			return "waking: the target has replicas but no ready endpoint yet; the resolvers hold its traffic"

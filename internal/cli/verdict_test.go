@@ -32,7 +32,7 @@ func TestScaleDownVerdict(t *testing.T) {
 			name: "dozing",
 			es: testES(asleep(2*time.Hour),
 				setCond(cond(elastiv1alpha1.ConditionActive, metav1.ConditionFalse, contract.ReasonDozing, ""))),
-			want: "asleep: dozing for 120m, its pods kept with their requests lowered to spec.doze; the first request through a resolver, or `kubectl elasti wake httpbin`, wakes it",
+			want: "asleep: dozing for 120m, its pods kept with their requests lowered to spec.doze; the first request through a resolver, a trigger that sees traffic reach the pods, or `kubectl elasti wake httpbin`, wakes it",
 		},
 		{
 			name: "grace period running",
