@@ -6,7 +6,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"math/rand/v2"
 	"net"
 	"net/http"
@@ -351,22 +350,11 @@ func undozed(ctx context.Context) error {
 // getPeer GETs url and returns the address the demo app saw the request
 // come from.
 func getPeer(ctx context.Context, c *http.Client, url string) (string, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-	if err != nil {
-		return "", err
+	code, peer, err := getHeader(ctx, c, url, demoPeerHeader)
+	if err == nil && code != http.StatusOK {
+		err = fmt.Errorf("GET %s: status %d", url, code)
 	}
-	resp, err := c.Do(req)
-	if err != nil {
-		return "", err
-	}
-	defer resp.Body.Close()
-	if _, err := io.Copy(io.Discard, resp.Body); err != nil {
-		return "", err
-	}
-	if resp.StatusCode != http.StatusOK {
-		return "", fmt.Errorf("GET %s: %s", url, resp.Status)
-	}
-	return resp.Header.Get(demoPeerHeader), nil
+	return peer, err
 }
 
 // resolverIPs are the addresses of the resolver pods.

@@ -260,19 +260,30 @@ func (o *oneShot) get(ctx context.Context) (int, time.Time, error) {
 }
 
 func doGet(ctx context.Context, c *http.Client, target string) (int, error) {
+	code, _, err := getHeader(ctx, c, target, "")
+	return code, err
+}
+
+// getHeader is doGet that also returns the answer's header name (none
+// when name is empty).
+func getHeader(ctx context.Context, c *http.Client, target, name string) (int, string, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, target, nil)
 	if err != nil {
-		return 0, err
+		return 0, "", err
 	}
 	resp, err := c.Do(req)
 	if err != nil {
-		return 0, err
+		return 0, "", err
 	}
 	defer resp.Body.Close()
 	if _, err := io.Copy(io.Discard, resp.Body); err != nil {
-		return 0, err
+		return 0, "", err
 	}
-	return resp.StatusCode, nil
+	var value string
+	if name != "" {
+		value = resp.Header.Get(name)
+	}
+	return resp.StatusCode, value, nil
 }
 
 // loadMain is `elasti-bench load`.

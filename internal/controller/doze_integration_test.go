@@ -134,6 +134,16 @@ func dozeSetup(t *testing.T, op *operator, cpu string) {
 	createES(t, op.ns, "web", "web", "web", dozing(cpu))
 }
 
+// dozedAndApplied waits until both pods of web request cpu (the operator
+// dozed them), then plays their kubelet applying it.
+func dozedAndApplied(t *testing.T, ns, cpu string) {
+	t.Helper()
+	eventually(t, wait, "dozing", wantPodCPU(ns, cpu, "web-a", "web-b"))
+	for _, n := range []string{"web-a", "web-b"} {
+		dozeKubelet(t, ns, n, nil)
+	}
+}
+
 func wantDozeRecords(ns string, n int) func() error {
 	return func() error {
 		es := &elastiv1alpha1.ElastiService{}
@@ -213,10 +223,7 @@ func TestDozeRestartWakesAndDeletionRestores(t *testing.T) {
 	op := startOperator(t, operatorOptions{triggers: trig})
 	dozeSetup(t, op, "10m")
 
-	eventually(t, wait, "dozing", wantPodCPU(op.ns, "10m", "web-a", "web-b"))
-	for _, n := range []string{"web-a", "web-b"} {
-		dozeKubelet(t, op.ns, n, nil)
-	}
+	dozedAndApplied(t, op.ns, "10m")
 	trig.set(scaling.StateActive)
 	dozeKubelet(t, op.ns, "web-b", func(p *corev1.Pod) { p.Status.ContainerStatuses[0].RestartCount++ })
 	eventually(t, wait, "a restart wakes the pods", wantPodCPU(op.ns, "250m", "web-a", "web-b"))
@@ -327,10 +334,7 @@ func TestDozeWokenByBusyTriggers(t *testing.T) {
 	trig := newFakeTriggers(scaling.StateIdle)
 	op := startOperator(t, operatorOptions{triggers: trig})
 	dozeSetup(t, op, "5m")
-	eventually(t, wait, "dozing", wantPodCPU(op.ns, "5m", "web-a", "web-b"))
-	for _, n := range []string{"web-a", "web-b"} {
-		dozeKubelet(t, op.ns, n, nil)
-	}
+	dozedAndApplied(t, op.ns, "5m")
 	never(t, 1500*1e6, "idle triggers leave it dozing", wantPodCPU(op.ns, "5m", "web-a", "web-b"))
 
 	trig.set(scaling.StateActive)

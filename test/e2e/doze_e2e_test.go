@@ -201,7 +201,7 @@ func dozeUnderClients(t *testing.T, kind string) {
 			t.Errorf("pod %s (%s) is gone after the wake: the doze did not keep it", p.Name, uid)
 			continue
 		}
-		if n := restarts(q); n != 0 {
+		if n := RestartCount(&q); n != 0 {
 			t.Errorf("pod %s restarted %d times", q.Name, n)
 		}
 		if err := atRequests(q, dozeAwakeCPU, dozeAwakeMemory); err != nil {
@@ -310,10 +310,10 @@ func (e *Env) dozing(ctx context.Context, ns string, want map[string]corev1.Pod)
 		if _, ok := want[string(p.UID)]; !ok {
 			return fmt.Errorf("pod %s (%s) is not one of the pods from before the doze", p.Name, p.UID)
 		}
-		if n := restarts(p); n != 0 {
+		if n := RestartCount(&p); n != 0 {
 			return fmt.Errorf("pod %s restarted %d times", p.Name, n)
 		}
-		if !podReady(p) {
+		if !PodReady(&p) {
 			return fmt.Errorf("pod %s is not Ready", p.Name)
 		}
 		if err := atRequests(p, dozeFloorCPU, dozeFloorMemory); err != nil {
@@ -321,23 +321,6 @@ func (e *Env) dozing(ctx context.Context, ns string, want map[string]corev1.Pod)
 		}
 	}
 	return nil
-}
-
-func restarts(p corev1.Pod) int32 {
-	var n int32
-	for _, s := range p.Status.ContainerStatuses {
-		n += s.RestartCount
-	}
-	return n
-}
-
-func podReady(p corev1.Pod) bool {
-	for _, c := range p.Status.Conditions {
-		if c.Type == corev1.PodReady {
-			return c.Status == corev1.ConditionTrue
-		}
-	}
-	return false
 }
 
 // atRequests checks the demo app container's CPU and memory requests, in

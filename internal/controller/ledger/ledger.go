@@ -232,7 +232,7 @@ func dozing(st elastiv1alpha1.ElastiServiceStatus) bool {
 func dozeAsleep(d *elastiv1alpha1.DozeStatus) *elastiv1alpha1.LedgerAsleep {
 	n := int64(len(d.Pods))
 	freed := doze.Freed(d.Pods)
-	cpu, mem := resource.MustParse("0"), resource.MustParse("0")
+	var cpu, mem resource.Quantity
 	if freed.CPU != nil {
 		cpu = *resource.NewMilliQuantity(freed.CPU.MilliValue()/n, resource.DecimalSI)
 	}
